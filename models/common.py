@@ -1,0 +1,60 @@
+"""Enumerations and the base model shared by every contract."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Contract(BaseModel):
+    """Base for every contract: unknown fields are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Verdict(StrEnum):
+    """A Verifier verdict. Ordered: REJECT < LOW_CONFID < PASS."""
+
+    PASS = "PASS"
+    LOW_CONFID = "LOW_CONFID"
+    REJECT = "REJECT"
+
+    @property
+    def rank(self) -> int:
+        """Higher is more confident; used to cap one verdict by another."""
+        return _VERDICT_RANK[self]
+
+
+_VERDICT_RANK = {Verdict.REJECT: 0, Verdict.LOW_CONFID: 1, Verdict.PASS: 2}
+
+
+class Intent(StrEnum):
+    """What the user asked for."""
+
+    DIAGNOSIS = "DIAGNOSIS"
+    KNOWLEDGE_QUERY = "KNOWLEDGE_QUERY"
+
+
+class RunStatus(StrEnum):
+    """Where a diagnosis run stands. SUCCESS and FALLBACK are released outcomes."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    FALLBACK = "FALLBACK"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        """True once the run can no longer change."""
+        return self in {RunStatus.SUCCESS, RunStatus.FALLBACK, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+class FallbackType(StrEnum):
+    """The three fixed safe-fallback types."""
+
+    EVIDENCE_VALIDATION_FAILED = "EVIDENCE_VALIDATION_FAILED"
+    SEMANTIC_UNSUPPORTED = "SEMANTIC_UNSUPPORTED"
+    SEMANTIC_UNAVAILABLE = "SEMANTIC_UNAVAILABLE"

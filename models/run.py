@@ -1,0 +1,68 @@
+"""Run records as the store returns them: runs, orchestration events and model attempts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from models.bundle import FinalAnswer
+from models.common import Contract, FallbackType, Intent, RunStatus, Verdict
+from models.evaluation import SelfEvaluation
+
+
+class RunEvent(Contract):
+    """One entry of the orchestration trace of a run."""
+
+    run_id: str = Field(description="Run id.")
+    seq: int = Field(ge=1, description="1, 2, 3 ... per run; `events since seq` pages on it.")
+    node: str = Field(description="Node that emitted it: parse, gatekeep, verify ...")
+    kind: str = Field(description="started, completed, routed, failed, fallback, cancelled ...")
+    payload: dict[str, Any] = Field(default_factory=dict, description="Compact details.")
+    created_at: datetime | None = Field(default=None, description="Set by the store.")
+
+
+class LlmAttempt(Contract):
+    """One model call attempt; every attempt is a row, retries included."""
+
+    run_id: str = Field(description="Run id.")
+    role: str = Field(description="planner, executor, verifier or composer.")
+    cycle: int = Field(default=0, ge=0, description="Evidence-retry cycle (0 or 1).")
+    attempt_number: int = Field(ge=1, description="1 for the first try, 2 for the retry.")
+    prompt_name: str = Field(description="Prompt name.")
+    prompt_version: str = Field(description="Prompt version.")
+    input_sha256: str = Field(description="sha256 of the byte-stable serialized input.")
+    model: str = Field(description="Model id, or offline-<agent>.")
+    latency_ms: float = Field(ge=0, description="Wall time of the call.")
+    input_tokens: int = Field(default=0, ge=0, description="Input tokens.")
+    output_tokens: int = Field(default=0, ge=0, description="Output tokens.")
+    cache_read_tokens: int = Field(default=0, ge=0, description="Prompt-cache reads.")
+    cache_write_tokens: int = Field(default=0, ge=0, description="Prompt-cache writes.")
+    cost_usd: float = Field(default=0.0, ge=0, description="Cost from the price table.")
+    outcome: str = Field(description="ok, invalid_output, guard_rejected, error ...")
+    error_type: str | None = Field(default=None, description="Error class name, if any.")
+    created_at: datetime | None = Field(default=None, description="Set by the store.")
+
+
+class RunRecord(Contract):
+    """A diagnosis_run row as a contract."""
+
+    run_id: str = Field(description="Run id.")
+    session_id: str | None = Field(default=None, description="Conversation session.")
+    query: str = Field(description="The user's question.")
+    intent: Intent = Field(description="Routed intent.")
+    status: RunStatus = Field(description="Run status.")
+    node: str | None = Field(default=None, description="Current or last node.")
+    version: int = Field(ge=0, description="Bumped on every state change (optimistic lock).")
+    verdict: Verdict | None = Field(default=None, description="Effective verdict.")
+    fallback_type: FallbackType | None = Field(default=None, description="If it fell back.")
+    final_answer: FinalAnswer | None = Field(default=None, description="Released answer.")
+    self_evaluation: SelfEvaluation | None = Field(default=None, description="Audit record.")
+    source: str = Field(default="run", description="run or verify.")
+    source_run_id: str | None = Field(default=None, description="Bundle's run id for verify.")
+    cancel_requested: bool = Field(default=False, description="Cancellation flag.")
+    evidence_retry_count: int = Field(default=0, ge=0, description="Evidence retries done.")
+    created_at: datetime | None = Field(default=None, description="Creation time (UTC).")
+    updated_at: datetime | None = Field(default=None, description="Last change (UTC).")
+    finished_at: datetime | None = Field(default=None, description="Terminal time (UTC).")

@@ -1,0 +1,84 @@
+"""Verity's errors, as a small tree. Fallbacks and retries are chosen by type, never by string.
+
+    VerityError
+    ├── ConfigurationError          bad settings, missing or rejected key; never retried
+    ├── InputError                  input that is not usable: one line to the user, exit 2
+    │   └── BundleError             not JSON, wrong shape, duplicate tool_call_id ...
+    ├── StoreError                  the run store refused an operation
+    │   ├── DuplicateToolCallError  a tool_call_id already recorded for the run; first row kept
+    │   ├── RunNotFoundError        no such run id
+    │   └── StaleStateError         a conditional update lost the race (expected node/version)
+    └── RunFailure                  a run cannot go on normally; routing picks a fallback
+        ├── ProviderUnavailableError    the model could not be reached or kept failing
+        ├── ProviderOutputInvalidError  the model answered outside its contract
+        ├── GuardRejectedError          a deterministic guard refused the model's answer
+        ├── BudgetExceededError         the run's token budget is spent
+        └── RunCancelledError           the run was cancelled
+"""
+
+from __future__ import annotations
+
+
+class VerityError(Exception):
+    """Base of every error Verity raises on purpose."""
+
+
+class ConfigurationError(VerityError):
+    """Settings are wrong or a key is missing or rejected. Never retried."""
+
+
+class InputError(VerityError):
+    """Input that cannot be used. Its message is one line for the user."""
+
+
+class BundleError(InputError):
+    """A run bundle that is not usable."""
+
+
+class StoreError(VerityError):
+    """The run store refused an operation."""
+
+
+class DuplicateToolCallError(StoreError):
+    """A tool_call_id was already recorded for this run; the first row is kept."""
+
+    def __init__(self, run_id: str, tool_call_id: str) -> None:
+        super().__init__(f"duplicate tool_call_id {tool_call_id!r} in run {run_id}")
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+
+
+class RunNotFoundError(StoreError):
+    """No run has this id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id!r}")
+        self.run_id = run_id
+
+
+class StaleStateError(StoreError):
+    """A conditional update found the run in another state than expected."""
+
+
+class RunFailure(VerityError):
+    """A run cannot continue normally; routing chooses a fallback by subtype."""
+
+
+class ProviderUnavailableError(RunFailure):
+    """The model provider could not be reached or kept failing."""
+
+
+class ProviderOutputInvalidError(RunFailure):
+    """The model answered outside its contract."""
+
+
+class GuardRejectedError(RunFailure):
+    """A deterministic guard refused the model's answer."""
+
+
+class BudgetExceededError(RunFailure):
+    """The run's token budget is spent."""
+
+
+class RunCancelledError(RunFailure):
+    """The run was cancelled."""
