@@ -9,6 +9,7 @@ from pydantic import Field
 from models.common import Contract, FallbackType, Intent, Verdict
 from models.evaluation import SelfEvaluation
 from models.invocation import ToolInvocation
+from models.verifier import RetryContext
 
 
 class RunBundle(Contract):
@@ -21,6 +22,9 @@ class RunBundle(Contract):
     intent: Intent = Field(default=Intent.DIAGNOSIS, description="Routed intent.")
     invocations: list[ToolInvocation] = Field(description="Every tool call of the run.")
     executor_output_raw: str = Field(description="Exactly what the Executor returned.")
+    retry_context: RetryContext | None = Field(
+        default=None, description="Set when the output came from the evidence-retry cycle."
+    )
 
 
 class FinalAnswer(Contract):

@@ -49,7 +49,12 @@ class RunStatus(StrEnum):
     @property
     def terminal(self) -> bool:
         """True once the run can no longer change."""
-        return self in {RunStatus.SUCCESS, RunStatus.FALLBACK, RunStatus.FAILED, RunStatus.CANCELLED}
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    {RunStatus.SUCCESS, RunStatus.FALLBACK, RunStatus.FAILED, RunStatus.CANCELLED}
+)
 
 
 class FallbackType(StrEnum):

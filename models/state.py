@@ -1,0 +1,41 @@
+"""The state of one diagnosis pass as the nodes build it, node by node.
+
+Each node reads what it needs from here and adds its own output; the store persists it between
+nodes, and `pipeline/evaluation.py` maps the final state onto `self_evaluation`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from models.common import Contract, Intent, Verdict
+from models.composer import ComposerInput, ComposerOutput
+from models.evaluation import StageStatus, VerifierStatus
+from models.fallback import SafeFallback
+from models.gatekeeper import GatekeeperOutcome
+from models.verifier import ClaimCheck, EvidenceGap, RetryContext, VerifierOutput
+
+
+class PipelineState(Contract):
+    """Outputs of parse, gatekeep, verify, compose and fallback for one run."""
+
+    query: str = Field(description="The user's question.")
+    intent: Intent = Field(default=Intent.DIAGNOSIS, description="Routed intent.")
+    evidence_retry_count: int = Field(default=0, ge=0, description="Evidence retries done.")
+    retry_context: RetryContext | None = Field(default=None, description="After evidence retry.")
+    executor_status: StageStatus = Field(default=StageStatus.NOT_RUN, description="Parse result.")
+    parse_failure: str | None = Field(default=None, description="Why parsing failed.")
+    gatekeeper: GatekeeperOutcome | None = Field(default=None, description="Gatekeeper outcome.")
+    verifier_status: VerifierStatus = Field(default=VerifierStatus.NOT_RUN, description="Status.")
+    verifier_input_sha256: str | None = Field(default=None, description="Serialized input hash.")
+    verifier_output: VerifierOutput | None = Field(default=None, description="As returned.")
+    claim_checks: list[ClaimCheck] = Field(default_factory=list, description="Post-checked.")
+    evidence_gaps: list[EvidenceGap] = Field(default_factory=list, description="Post-checked.")
+    downgrades: list[str] = Field(default_factory=list, description="Post-check changes.")
+    verdict_ceiling: Verdict | None = Field(default=None, description="From the Gatekeeper.")
+    effective_verdict: Verdict | None = Field(default=None, description="After the rules.")
+    composer_input: ComposerInput | None = Field(default=None, description="Filtered material.")
+    composer_status: StageStatus = Field(default=StageStatus.NOT_RUN, description="Status.")
+    composer_output: ComposerOutput | None = Field(default=None, description="Guarded answer.")
+    fallback: SafeFallback | None = Field(default=None, description="Set on fallback paths.")
+    failure_stage: str | None = Field(default=None, description="Node that failed.")

@@ -1,0 +1,1 @@
+"""Agents behind one interface: a single-turn model takes a prompt and bytes, returns text."""

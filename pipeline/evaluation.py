@@ -1,0 +1,110 @@
+"""Mapping a finished pipeline state onto `self_evaluation` and the run result."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from models.bundle import FinalAnswer, RunResult
+from models.evaluation import (
+    TRACEABILITY_VERSION,
+    SelfEvaluation,
+    StageStatus,
+    VerifierEvaluation,
+    VerifierStatus,
+)
+from models.invocation import ToolInvocation
+from models.state import PipelineState
+from pipeline.prompts import prompt_audit
+from pipeline.verdict import facts_checked
+
+RULESET_VERSION = "verity.rules.v1"
+
+
+def verifier_evaluation(state: PipelineState) -> VerifierEvaluation:
+    """Exactly the spec's fields; verdicts only when the Verifier completed."""
+    completed = state.verifier_status is VerifierStatus.COMPLETED
+    output = state.verifier_output if completed else None
+    outcome = state.gatekeeper
+    fallback = state.fallback
+    return VerifierEvaluation(
+        executor_status=state.executor_status,
+        verifier_status=state.verifier_status,
+        model_verdict=output.verdict if output else None,
+        effective_verdict=state.effective_verdict if completed else None,
+        verdict=state.effective_verdict if completed else None,
+        verdict_ceiling=state.verdict_ceiling,
+        groundedness_score=output.groundedness_score if output else None,
+        rationale=output.rationale if output else None,
+        claim_checks=state.claim_checks,
+        facts_checked=(output.facts_checked or facts_checked(state.claim_checks)) if output else [],
+        evidence_gaps=state.evidence_gaps,
+        downgrades=state.downgrades,
+        executor_structured_output=outcome.verified_output if outcome else None,
+        verified_evidence=outcome.verified_evidence if outcome else [],
+        gatekeeper_result=outcome.result if outcome else None,
+        composer_status=state.composer_status,
+        composer_output=state.composer_output,
+        prompt_audit=prompt_audit(),
+        traceability_version=TRACEABILITY_VERSION,
+        evidence_retry_count=state.evidence_retry_count,
+        fallback_type=fallback.fallback_type if fallback else None,
+        failure_stage=state.failure_stage,
+        failure_reason=fallback.reason if fallback else None,
+    )
+
+
+def rule_evaluation(state: PipelineState) -> dict[str, Any]:
+    """The deterministic rule channel: Gatekeeper outcome, ceiling and post-check changes."""
+    result = state.gatekeeper.result if state.gatekeeper else None
+    return {
+        "ruleset": RULESET_VERSION,
+        "executor_status": state.executor_status.value,
+        "parse_failure": state.parse_failure,
+        "gatekeeper_status": result.status if result else None,
+        "gatekeeper_severity": result.severity.value if result else None,
+        "failed_rules": [r.value for r in result.failed_rules] if result else [],
+        "verdict_ceiling": state.verdict_ceiling.value if state.verdict_ceiling else None,
+        "downgrades": len(state.downgrades),
+    }
+
+
+def aiops_rule_evaluation(invocations: Sequence[ToolInvocation]) -> dict[str, Any]:
+    """The invocation statistics channel."""
+    lifecycle = Counter(inv.status.value for inv in invocations)
+    evidence = Counter(inv.evidence_status.value for inv in invocations if inv.evidence_status)
+    return {
+        "invocations": len(invocations),
+        "lifecycle": dict(sorted(lifecycle.items())),
+        "evidence": dict(sorted(evidence.items())),
+        "truncated": sum(1 for inv in invocations if inv.projection and inv.projection.truncated),
+        "tools": sorted({inv.tool_name for inv in invocations}),
+    }
+
+
+def run_result(
+    run_id: str, state: PipelineState, invocations: Sequence[ToolInvocation]
+) -> RunResult:
+    """The released outcome: SUCCESS with the composed answer, or FALLBACK with its text."""
+    evaluation = SelfEvaluation(
+        rule_evaluation=rule_evaluation(state),
+        aiops_rule_evaluation=aiops_rule_evaluation(invocations),
+        verifier_evaluation=verifier_evaluation(state),
+    )
+    completed = state.verifier_status is VerifierStatus.COMPLETED
+    verdict = state.effective_verdict if completed else None
+    if state.fallback is None and state.composer_status is StageStatus.OK:
+        assert state.composer_output is not None
+        answer = FinalAnswer(**state.composer_output.model_dump())
+        return RunResult(run_id=run_id, status="SUCCESS", verdict=verdict, fallback_type=None,
+                         final_answer=answer, self_evaluation=evaluation)
+    if state.fallback is None:
+        raise ValueError("a run ends with a composed answer or a fallback")
+    fallback = state.fallback
+    answer = FinalAnswer(answer_summary=fallback.answer_summary,
+                         recommended_actions=fallback.recommended_actions,
+                         user_facing_answer=fallback.user_facing_answer)
+    return RunResult(run_id=run_id, status="FALLBACK", verdict=verdict,
+                     fallback_type=fallback.fallback_type, final_answer=answer,
+                     self_evaluation=evaluation)

@@ -1,0 +1,225 @@
+"""Concrete facts in text: timestamps, versions, error codes, quantities, identifiers, services.
+
+The lexical verifier, the Verifier post-check and the Composer no-new-facts guard all compare
+facts the same way, through `extract_facts` and `FactSet`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class FactKind(StrEnum):
+    """What sort of concrete fact a span of text states."""
+
+    TIMESTAMP = "timestamp"
+    VERSION = "version"
+    ERROR_CODE = "error_code"
+    QUANTITY = "quantity"
+    IDENTIFIER = "identifier"
+    SERVICE = "service"
+
+
+IDENTIFYING_KINDS = frozenset({FactKind.VERSION, FactKind.ERROR_CODE, FactKind.IDENTIFIER})
+"""Kinds whose absence from the evidence means the claim made them up."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One concrete fact: its kind, its text, a comparison key and, for quantities, a value."""
+
+    kind: FactKind
+    text: str
+    key: str
+    value: float | None = None
+    unit: str | None = None
+    tolerance: float = 0.0
+
+
+# Units: canonical dimension and the factor to its base unit.
+_UNITS: dict[str, tuple[str, float]] = {
+    "%": ("percent", 1.0), "percent": ("percent", 1.0),
+    "ns": ("duration", 1e-6), "µs": ("duration", 1e-3), "us": ("duration", 1e-3),
+    "ms": ("duration", 1.0), "s": ("duration", 1e3), "sec": ("duration", 1e3),
+    "secs": ("duration", 1e3), "second": ("duration", 1e3),
+    "seconds": ("duration", 1e3), "min": ("duration", 6e4), "mins": ("duration", 6e4),
+    "minute": ("duration", 6e4), "minutes": ("duration", 6e4), "h": ("duration", 3.6e6),
+    "hr": ("duration", 3.6e6), "hrs": ("duration", 3.6e6), "hour": ("duration", 3.6e6),
+    "hours": ("duration", 3.6e6), "day": ("duration", 8.64e7), "days": ("duration", 8.64e7),
+    "b": ("bytes", 1.0), "byte": ("bytes", 1.0), "bytes": ("bytes", 1.0),
+    "kb": ("bytes", 1e3), "mb": ("bytes", 1e6), "gb": ("bytes", 1e9), "tb": ("bytes", 1e12),
+    "kib": ("bytes", 1024.0), "mib": ("bytes", 1024.0**2), "gib": ("bytes", 1024.0**3),
+    "ki": ("bytes", 1024.0), "mi": ("bytes", 1024.0**2), "gi": ("bytes", 1024.0**3),
+    "rps": ("rate", 1.0), "req/s": ("rate", 1.0), "qps": ("rate", 1.0),
+    "rpm": ("rate", 1 / 60), "x": ("factor", 1.0), "m": ("m", 1.0),
+    "cores": ("cores", 1.0), "core": ("cores", 1.0), "millicores": ("cores", 1e-3),
+}
+_COUNT_NOUNS = (
+    "errors|error|requests|request|responses|response|pods|pod|replicas|replica|restarts|restart"
+    "|events|event|alerts|alert|lines|line|hits|hit|timeouts|timeout|connections|connection"
+    "|retries|retry|failures|failure|exceptions|exception|kills|nodes|node|instances|instance"
+    "|deployments|deployment|users|orders|messages|jobs|times"
+)
+_UNIT_ALT = "|".join(
+    re.escape(u) for u in sorted(_UNITS, key=len, reverse=True) if u not in {"%"}
+)
+
+_PATTERNS: list[tuple[FactKind, re.Pattern[str]]] = [
+    (FactKind.TIMESTAMP, re.compile(
+        r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+        r"(?!\w)(?!:\d)")),
+    (FactKind.TIMESTAMP, re.compile(
+        r"(?<![\w:.])\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?!\w)(?!:\d)")),
+    (FactKind.IDENTIFIER, re.compile(
+        r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+        r"|(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?![\w.])")),
+    (FactKind.VERSION, re.compile(
+        r"(?<![\w.])v?\d+\.\d+\.\d+(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?![\w.])"
+        r"|(?<![\w.])v\d+(?:\.\d+)?(?![\w.])")),
+    (FactKind.ERROR_CODE, re.compile(
+        r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bE[A-Z]{4,}\b"
+        r"|\b[A-Z][A-Za-z]*(?:Error|Exception|BackOff|Killed|Timeout|Failure)\b"
+        r"|\bOOM\b|\bSQLSTATE\s+[0-9A-Z]{5}\b")),
+    (FactKind.ERROR_CODE, re.compile(
+        r"(?:(?<=HTTP )|(?<=HTTP/1\.1 )|(?<=status )|(?<=status: )|(?<=status=)|(?<=code )"
+        r"|(?<=code=)|(?<=returning )|(?<=returned ))[1-5]\d{2}\b"
+        r"|\b[45]\d{2}(?=s\b|\s+(?:errors?|responses?|status))"
+        r"|\b[1-5]\d{2}(?= (?:Internal|Bad|Service|Gateway|Not|Too|Forbidden|Unauthorized|OK"
+        r"|Created|Conflict|Request|Payload|Unprocessable|Precondition|Method))")),
+    (FactKind.IDENTIFIER, re.compile(
+        r"\b(?=[A-Za-z0-9_-]*\d)[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b"
+        r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b")),
+    (FactKind.QUANTITY, re.compile(
+        r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+        rf"(?:\s?%|\s?(?:{_UNIT_ALT})(?![\w/])|\s(?:{_COUNT_NOUNS})\b)?",
+        re.IGNORECASE)),
+    (FactKind.SERVICE, re.compile(r"\b[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+\b")),
+]
+
+_SERVICE_PARTS = frozenset(
+    "service svc api db gateway gw worker workers cache queue proxy frontend backend server web "
+    "redis postgres postgresql mysql kafka broker lb ingress cluster app job cron scheduler "
+    "consumer producer store storage auth payments payment checkout cart inventory search "
+    "orders order billing notification notifications shipping catalog user users".split()
+)
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+
+
+def extract_facts(text: str) -> list[Fact]:
+    """Every concrete fact in `text`, in the order the patterns claim them (no overlaps)."""
+    taken: list[tuple[int, int]] = []
+    facts: list[Fact] = []
+    for kind, pattern in _PATTERNS:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(start < t_end and t_start < end for t_start, t_end in taken):
+                continue
+            fact = _make_fact(kind, match.group())
+            if fact is not None:
+                taken.append((start, end))
+                facts.append(fact)
+    return facts
+
+
+def _make_fact(kind: FactKind, raw: str) -> Fact | None:
+    if kind is FactKind.TIMESTAMP:
+        key = raw.replace(" ", "T").rstrip("Z").split("+")[0]
+        return Fact(kind, raw, key)
+    if kind is FactKind.VERSION:
+        return Fact(kind, raw, raw.lower().removeprefix("v"))
+    if kind is FactKind.QUANTITY:
+        return _make_quantity(raw)
+    if kind is FactKind.SERVICE:
+        parts = re.split(r"[-_]", raw)
+        return Fact(kind, raw, raw.lower()) if _SERVICE_PARTS.intersection(parts) else None
+    return Fact(kind, raw, raw.casefold())
+
+
+def _make_quantity(raw: str) -> Fact | None:
+    match = _NUMBER.match(raw.lstrip())
+    assert match is not None
+    number = match.group()
+    unit_text = raw.lstrip()[match.end():].strip().lower()
+    digits = number.replace(",", "").lstrip("+-")
+    if not unit_text and len(digits.split(".")[0]) < 2 and "." not in digits:
+        return None  # a bare single digit says too little to check
+    value = float(number.replace(",", ""))
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    dimension, factor = _UNITS.get(unit_text, (unit_text.rstrip("s") or "", 1.0))
+    tolerance = 0.5 * 10.0**-decimals * factor
+    key = f"{value * factor:g}{dimension}"
+    return Fact(FactKind.QUANTITY, raw, key, value * factor, dimension, tolerance)
+
+
+def _quantities_match(claim: Fact, other: Fact) -> bool:
+    assert claim.value is not None and other.value is not None
+    if claim.unit and other.unit and claim.unit != other.unit:
+        return False
+    tolerance = max(claim.tolerance, 1e-9 * abs(claim.value))
+    if math.isclose(claim.value, other.value) or abs(claim.value - other.value) <= tolerance:
+        return True
+    # 42% against a bare ratio of 0.42
+    return claim.unit == "percent" and not other.unit and abs(claim.value / 100 - other.value) <= (
+        tolerance / 100
+    )
+
+
+class FactSet:
+    """The facts of a body of evidence, indexed for `supports` and `conflicts` checks."""
+
+    def __init__(self, facts: Iterable[Fact], *, texts: Iterable[str] = ()) -> None:
+        self._by_kind: dict[FactKind, list[Fact]] = {kind: [] for kind in FactKind}
+        for fact in facts:
+            self._by_kind[fact.kind].append(fact)
+        self._keys = {(f.kind, f.key) for kinds in self._by_kind.values() for f in kinds}
+        self._lower_text = " ".join(texts).lower()
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> FactSet:
+        """Index every fact of every text."""
+        texts = list(texts)
+        return cls((f for text in texts for f in extract_facts(text)), texts=texts)
+
+    def has_kind(self, kind: FactKind) -> bool:
+        """True when the evidence states any fact of this kind."""
+        return bool(self._by_kind[kind])
+
+    def supports(self, fact: Fact) -> bool:
+        """True when the evidence states this fact (numbers within the claim's rounding)."""
+        if fact.kind is FactKind.QUANTITY:
+            return any(_quantities_match(fact, other) for other in self._by_kind[fact.kind])
+        if fact.kind is FactKind.TIMESTAMP:
+            return any(_timestamps_match(fact.key, other.key) for other in self._by_kind[fact.kind])
+        if fact.kind is FactKind.ERROR_CODE and fact.key.isdigit():
+            value = float(fact.key)
+            bare = (f for f in self._by_kind[FactKind.QUANTITY] if not f.unit)
+            if any(f.value == value for f in bare):
+                return True
+        if fact.kind in (FactKind.SERVICE, FactKind.IDENTIFIER):
+            return (fact.kind, fact.key) in self._keys or _word_in(fact.key, self._lower_text)
+        return (fact.kind, fact.key) in self._keys
+
+    def conflicts(self, fact: Fact) -> bool:
+        """True when the evidence states facts of the same sort, none of which is this one."""
+        if fact.kind is FactKind.SERVICE or self.supports(fact):
+            return False
+        same = self._by_kind[fact.kind]
+        if fact.kind is FactKind.QUANTITY:
+            same = [f for f in same if f.unit == fact.unit and fact.unit]
+        return bool(same)
+
+
+def _timestamps_match(claim_key: str, evidence_key: str) -> bool:
+    if evidence_key.startswith(claim_key):
+        return True
+    # a time of day against a full timestamp: compare the time part
+    time_part = evidence_key.partition("T")[2]
+    return bool(time_part) and ":" in claim_key and time_part.startswith(claim_key.zfill(5))
+
+
+def _word_in(word: str, text: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None

@@ -1,0 +1,222 @@
+"""The Gatekeeper: deterministic checks of every evidence binding, and the verified projection.
+
+Pure: a function of the parsed Executor document and the run's stored invocations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from models.executor import REMOVED_FIELDS, Claim, ClaimKind, ClaimStatus, ExecutorEvidenceV2
+from models.gatekeeper import (
+    CheckedBinding,
+    GatekeeperOutcome,
+    GatekeeperResult,
+    RuleId,
+    RuleOutcome,
+    Severity,
+    VerifiedClaim,
+    VerifiedEvidence,
+    VerifiedExecutorOutput,
+)
+from models.invocation import EvidenceStatus, LifecycleStatus, QueryScope, ToolInvocation
+from pipeline.jsonpath import PathError, parse_path, resolve
+from pipeline.text import normalize, value_text
+
+RULE_ORDER = tuple(RuleId)
+
+
+@dataclass
+class _Audit:
+    """Mutable accumulator while checking; frozen into a GatekeeperResult at the end."""
+
+    failures: dict[RuleId, int] = field(default_factory=lambda: dict.fromkeys(RULE_ORDER, 0))
+    checked: list[CheckedBinding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def fail(self, rule: RuleId, message: str) -> None:
+        self.failures[rule] += 1
+        self.errors.append(f"{rule.value}: {message}")
+
+
+def gatekeep(
+    document: Mapping[str, Any], invocations: Sequence[ToolInvocation]
+) -> GatekeeperOutcome:
+    """Check the Executor document against the run's invocations."""
+    audit = _Audit()
+    output = _check_schema(document, audit)
+    verified_claims: list[VerifiedClaim] = []
+    evidence: list[VerifiedEvidence] = []
+    if output is not None:
+        checker = _BindingChecker({inv.tool_call_id: inv for inv in invocations}, audit)
+        for claim in output.claims:
+            passed = checker.check_claim(claim)
+            if not passed:
+                if not claim.evidence_bindings:
+                    audit.warnings.append(
+                        f"claim {claim.claim_id} has no evidence bindings; not verifiable"
+                    )
+                continue
+            verified_claims.append(_verified_claim(claim))
+            for binding_evidence in passed:
+                evidence.append(
+                    binding_evidence.model_copy(update={"evidence_id": f"E{len(evidence) + 1}"})
+                )
+    result = _result(audit, schema_ok=output is not None and not audit.failures[RuleId.SCHEMA])
+    return GatekeeperOutcome(
+        result=result,
+        verified_output=VerifiedExecutorOutput(claims=verified_claims),
+        verified_evidence=evidence,
+    )
+
+
+def _check_schema(document: Mapping[str, Any], audit: _Audit) -> ExecutorEvidenceV2 | None:
+    """Apply `schema.executor_v2`; return the model when its bindings can still be checked."""
+    for name in REMOVED_FIELDS:
+        if name in document:
+            audit.fail(RuleId.SCHEMA, f"removed field {name!r} is present")
+    stripped = {k: v for k, v in document.items() if k not in REMOVED_FIELDS}
+    try:
+        output = ExecutorEvidenceV2.model_validate(stripped)
+    except ValidationError as exc:
+        for error in exc.errors()[:20]:
+            where = ".".join(str(part) for part in error["loc"])
+            audit.fail(RuleId.SCHEMA, f"{where}: {error['msg']}")
+        return None
+    seen: set[str] = set()
+    for claim in output.claims:
+        if claim.claim_id in seen:
+            audit.fail(RuleId.SCHEMA, f"duplicate claim_id {claim.claim_id!r}")
+        seen.add(claim.claim_id)
+        if claim.status is ClaimStatus.CONFIRMED and not claim.evidence_bindings:
+            audit.fail(RuleId.SCHEMA, f"confirmed claim {claim.claim_id} has no evidence bindings")
+    return output
+
+
+class _BindingChecker:
+    """Checks bindings against stored projections, caching resolved values."""
+
+    def __init__(self, invocations: dict[str, ToolInvocation], audit: _Audit) -> None:
+        self._invocations = invocations
+        self._audit = audit
+        self._documents: dict[str, dict[str, Any]] = {}
+        self._values: dict[tuple[str, str], str] = {}
+
+    def check_claim(self, claim: Claim) -> list[VerifiedEvidence]:
+        passed: list[VerifiedEvidence] = []
+        for index, binding in enumerate(claim.evidence_bindings):
+            failure = self._failure(claim, binding.invocation_id, binding.tool_name,
+                                    path=binding.path, matched_text=binding.matched_text)
+            status = "fail" if failure else "pass"
+            self._audit.checked.append(CheckedBinding(
+                claim_id=claim.claim_id, index=index, invocation_id=binding.invocation_id,
+                tool_name=binding.tool_name, path=binding.path, status=status,
+                rule=failure[0] if failure else None, reason=failure[1] if failure else None,
+            ))
+            if failure:
+                where = f"claim {claim.claim_id} binding {index}"
+                self._audit.fail(failure[0], f"{where}: {failure[1]}")
+                continue
+            invocation = self._invocations[binding.invocation_id]
+            assert invocation.projection is not None and invocation.evidence_status is not None
+            passed.append(VerifiedEvidence(
+                evidence_id="", claim_id=claim.claim_id, invocation_id=binding.invocation_id,
+                tool_name=binding.tool_name, path=binding.path, matched_text=binding.matched_text,
+                evidence_status=invocation.evidence_status, scope=invocation.projection.scope,
+            ))
+        return passed
+
+    def _failure(
+        self, claim: Claim, invocation_id: str, tool_name: str, *, path: str, matched_text: str
+    ) -> tuple[RuleId, str] | None:
+        invocation = self._invocations.get(invocation_id)
+        if invocation is None:
+            return RuleId.INVOCATION_REF, f"invocation {invocation_id!r} is not in this run"
+        if invocation.tool_name != tool_name:
+            return RuleId.INVOCATION_REF, (
+                f"tool_name {tool_name!r} differs from stored {invocation.tool_name!r}"
+            )
+        if invocation.status is not LifecycleStatus.READY or invocation.projection is None:
+            return RuleId.INVOCATION_STATUS, f"invocation {invocation_id!r} is {invocation.status}"
+        try:
+            text = self._value_text(invocation, path)
+        except PathError as exc:
+            return RuleId.PATH, str(exc)
+        needle = normalize(matched_text)
+        if not needle:
+            return RuleId.MATCHED_TEXT, "matched_text is empty"
+        if needle not in text:
+            return RuleId.MATCHED_TEXT, f"matched_text not found at {path}"
+        return self._no_evidence_failure(claim, invocation, path)
+
+    def _no_evidence_failure(
+        self, claim: Claim, invocation: ToolInvocation, path: str
+    ) -> tuple[RuleId, str] | None:
+        if invocation.evidence_status is EvidenceStatus.EVIDENCE_FOUND:
+            return None
+        if claim.kind is not ClaimKind.NEGATIVE_OBSERVATION:
+            return RuleId.NO_EVIDENCE_KIND, (
+                f"{invocation.evidence_status} invocation cited by a {claim.kind} claim"
+            )
+        if parse_path(path)[:1] != ("scope",):
+            return RuleId.NO_EVIDENCE_KIND, "a negative observation must bind to the query scope"
+        return None
+
+    def _value_text(self, invocation: ToolInvocation, path: str) -> str:
+        key = (invocation.tool_call_id, path)
+        cached = self._values.get(key)
+        if cached is None:
+            document = self._documents.get(invocation.tool_call_id)
+            if document is None:
+                assert invocation.projection is not None
+                document = invocation.projection.model_dump(mode="json")
+                self._documents[invocation.tool_call_id] = document
+            cached = normalize(value_text(resolve(document, path)))
+            self._values[key] = cached
+        return cached
+
+
+def _verified_claim(claim: Claim) -> VerifiedClaim:
+    return VerifiedClaim(
+        claim_id=claim.claim_id, text=claim.text, kind=claim.kind,
+        critical=claim.critical, status=claim.status,
+    )
+
+
+def _result(audit: _Audit, *, schema_ok: bool) -> GatekeeperResult:
+    passed = sum(1 for b in audit.checked if b.status == "pass")
+    if not schema_ok or passed == 0:
+        severity = Severity.REJECT
+    elif passed < len(audit.checked):
+        severity = Severity.LOW_CONFID
+    else:
+        severity = Severity.PASS
+    failed = [rule for rule in RULE_ORDER if audit.failures[rule]]
+    if schema_ok and passed == 0:
+        audit.errors.append("no evidence binding passed")
+    return GatekeeperResult(
+        status="fail" if failed or severity is Severity.REJECT else "pass",
+        severity=severity,
+        rules=[
+            RuleOutcome(rule=rule, status="fail" if audit.failures[rule] else "pass",
+                        failures=audit.failures[rule])
+            for rule in RULE_ORDER
+        ],
+        failed_rules=failed,
+        checked_bindings=audit.checked,
+        warnings=audit.warnings,
+        errors=audit.errors,
+    )
+
+
+def scope_text(scope: QueryScope) -> list[str]:
+    """The scope's values as texts, for fact comparison."""
+    texts = [scope.service or "", scope.filter or ""]
+    if scope.window is not None:
+        texts += [scope.window.start, scope.window.end]
+    return [t for t in texts if t]

@@ -1,0 +1,123 @@
+"""Deterministic guards on model output: the Verifier post-check and the no-new-facts guard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from models.composer import ComposerInput, ComposerOutput
+from models.gatekeeper import VerifiedEvidence
+from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
+from pipeline.facts import Fact, FactSet, extract_facts
+from pipeline.gatekeeper import scope_text
+
+
+@dataclass(frozen=True, slots=True)
+class PostChecked:
+    """Claim checks and gaps after the deterministic post-check, with what it changed."""
+
+    claim_checks: list[ClaimCheck]
+    evidence_gaps: list[EvidenceGap]
+    downgrades: list[str]
+
+
+def evidence_facts(evidence: Iterable[VerifiedEvidence]) -> FactSet:
+    """The facts stated by verified evidence: matched texts and query scopes."""
+    texts: list[str] = []
+    for item in evidence:
+        texts.append(item.matched_text)
+        texts.extend(scope_text(item.scope))
+    return FactSet.from_texts(texts)
+
+
+def unsupported_facts(text: str, facts: FactSet) -> list[Fact]:
+    """The facts of `text` that `facts` does not state."""
+    return [fact for fact in extract_facts(text) if not facts.supports(fact)]
+
+
+def post_check(output: VerifierOutput, verifier_input: VerifierInput) -> PostChecked:
+    """Hold the Verifier's claim checks to the verified evidence.
+
+    Unknown claims are dropped, unchecked claims count as unsupported, evidence refs must name
+    verified evidence, and a direct_observation whose facts are not in its own verified evidence
+    is downgraded (unsupported without evidence, overstated with facts missing).
+    """
+    claims = verifier_input.verified_executor_output.claims
+    evidence_by_claim: dict[str, list[VerifiedEvidence]] = {c.claim_id: [] for c in claims}
+    for item in verifier_input.verified_evidence:
+        evidence_by_claim.setdefault(item.claim_id, []).append(item)
+    known_refs = _known_refs(verifier_input.verified_evidence)
+    given = {}
+    downgrades: list[str] = []
+    for check in output.claim_checks:
+        if check.claim_id not in evidence_by_claim:
+            downgrades.append(f"{check.claim_id}: dropped, not a verified claim")
+        elif check.claim_id in given:
+            downgrades.append(f"{check.claim_id}: duplicate check dropped")
+        else:
+            given[check.claim_id] = check
+    checks: list[ClaimCheck] = []
+    for claim in claims:
+        check = given.get(claim.claim_id) or ClaimCheck(
+            claim_id=claim.claim_id, verification=Verification.UNSUPPORTED,
+            note="no claim check returned",
+        )
+        if claim.claim_id not in given:
+            downgrades.append(f"{claim.claim_id}: no check returned, counted as unsupported")
+        evidence = evidence_by_claim[claim.claim_id]
+        check, notes = _hold_to_evidence(check, claim.text, evidence, known_refs=known_refs)
+        downgrades.extend(notes)
+        checks.append(check)
+    gaps = [
+        g for g in output.evidence_gaps if g.claim_id is None or g.claim_id in evidence_by_claim
+    ]
+    return PostChecked(claim_checks=checks, evidence_gaps=gaps, downgrades=downgrades)
+
+
+def _known_refs(evidence: Sequence[VerifiedEvidence]) -> frozenset[str]:
+    refs: set[str] = set()
+    for item in evidence:
+        refs.update(
+            (item.evidence_id, item.claim_id, item.invocation_id, item.tool_name, item.path)
+        )
+    return frozenset(refs)
+
+
+def _hold_to_evidence(
+    check: ClaimCheck, text: str, evidence: list[VerifiedEvidence], *, known_refs: frozenset[str]
+) -> tuple[ClaimCheck, list[str]]:
+    notes: list[str] = []
+    refs = [ref for ref in check.evidence_refs if ref in known_refs]
+    if len(refs) != len(check.evidence_refs):
+        notes.append(f"{check.claim_id}: evidence refs to unverified material removed")
+    verification = check.verification
+    if verification is Verification.DIRECT_OBSERVATION:
+        missing = unsupported_facts(text, evidence_facts(evidence)) if evidence else None
+        if missing is None:
+            verification = Verification.UNSUPPORTED
+            notes.append(f"{check.claim_id}: direct_observation -> unsupported (no evidence)")
+        elif missing:
+            verification = Verification.OVERSTATED
+            listed = ", ".join(f.text for f in missing)
+            notes.append(
+                f"{check.claim_id}: direct_observation -> overstated (not in evidence: {listed})"
+            )
+    if refs == check.evidence_refs and verification is check.verification:
+        return check, notes
+    return check.model_copy(update={"evidence_refs": refs, "verification": verification}), notes
+
+
+def composer_input_texts(composer_input: ComposerInput) -> list[str]:
+    """Every string the Composer was given."""
+    texts = [composer_input.original_query, composer_input.rationale, *composer_input.missing_info]
+    texts += [c.text for c in composer_input.allowed_claims]
+    texts += [h.text for h in composer_input.allowed_hypotheses]
+    texts += [a.text for a in composer_input.recommended_actions]
+    return texts
+
+
+def new_facts(output: ComposerOutput, composer_input: ComposerInput) -> list[Fact]:
+    """Facts the Composer stated that its input does not: empty means the answer may ship."""
+    known = FactSet.from_texts(composer_input_texts(composer_input))
+    stated = [output.answer_summary, output.user_facing_answer, *output.recommended_actions]
+    return [fact for text in stated for fact in unsupported_facts(text, known)]

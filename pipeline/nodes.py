@@ -1,0 +1,160 @@
+"""The deterministic node bodies: each takes the state and returns it with its output added.
+
+They import no broker and no database: the Celery tasks and `verity verify` drive the same
+functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from models.common import Verdict
+from models.composer import ComposerOutput
+from models.evaluation import StageStatus, VerifierStatus
+from models.executor import ExecutorEvidenceV2
+from models.fallback import FallbackReason
+from models.gatekeeper import GatekeeperOutcome
+from models.invocation import ToolInvocation
+from models.state import PipelineState
+from models.verifier import VerifierOutput
+from pipeline import fallback as fallbacks
+from pipeline.agents.base import SingleTurnModel
+from pipeline.attempts import AttemptLog, call_with_retry
+from pipeline.composer_input import build_composer_input
+from pipeline.errors import GuardRejectedError, RunFailure
+from pipeline.executor_output import parse_executor_output
+from pipeline.gatekeeper import gatekeep
+from pipeline.guards import new_facts, post_check
+from pipeline.routing import Route
+from pipeline.serialization import canonical_bytes, sha256_hex
+from pipeline.verdict import effective_verdict
+from pipeline.verifier_input import build_verifier_input
+
+
+def parse_node(state: PipelineState, raw: str) -> tuple[PipelineState, dict[str, Any] | None]:
+    """Classify the Executor's raw output: OK with its document, or INVALID_OUTPUT."""
+    parsed = parse_executor_output(raw)
+    if parsed.ok:
+        return state.model_copy(update={"executor_status": StageStatus.OK}), parsed.document
+    update = {
+        "executor_status": StageStatus.INVALID_OUTPUT,
+        "parse_failure": parsed.failure.value if parsed.failure else None,
+        "failure_stage": "execute",
+    }
+    return state.model_copy(update=update), None
+
+
+def gatekeep_node(
+    state: PipelineState, document: Mapping[str, Any], invocations: Sequence[ToolInvocation]
+) -> PipelineState:
+    """Run the Gatekeeper; a reject records its failure stage."""
+    outcome = gatekeep(document, invocations)
+    update: dict[str, Any] = {
+        "gatekeeper": outcome,
+        "verdict_ceiling": outcome.result.severity.ceiling,
+    }
+    if outcome.result.severity.ceiling is None:
+        update["failure_stage"] = "gatekeep"
+    return state.model_copy(update=update)
+
+
+def verify_node(
+    state: PipelineState, *, verifier: SingleTurnModel, log: AttemptLog
+) -> PipelineState:
+    """Call the Verifier on the verified-only input, post-check it, compute the verdict."""
+    outcome = _gatekeeper(state)
+    verifier_input = build_verifier_input(
+        outcome, query=state.query, intent=state.intent, retry_context=state.retry_context
+    )
+    payload = canonical_bytes(verifier_input)
+    base = {"verifier_input_sha256": sha256_hex(payload)}
+    try:
+        output = call_with_retry(
+            verifier, role="verifier", payload=payload,
+            parse=VerifierOutput.model_validate_json, log=log, cycle=state.evidence_retry_count,
+        )
+    except RunFailure:
+        update = {**base, "verifier_status": VerifierStatus.FAILED, "failure_stage": "verify"}
+        return state.model_copy(update=update)
+    checked = post_check(output, verifier_input)
+    assert state.verdict_ceiling is not None
+    verdict = effective_verdict(
+        output.verdict, claims=outcome.verified_output.claims, checks=checked.claim_checks,
+        ceiling=state.verdict_ceiling, groundedness_score=output.groundedness_score,
+    )
+    return state.model_copy(update={
+        **base,
+        "verifier_status": VerifierStatus.COMPLETED,
+        "verifier_output": output,
+        "claim_checks": checked.claim_checks,
+        "evidence_gaps": checked.evidence_gaps,
+        "downgrades": checked.downgrades,
+        "effective_verdict": verdict,
+    })
+
+
+def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> PipelineState:
+    """Build the Composer input from the verified, checked material."""
+    assert state.verifier_output is not None and state.effective_verdict is not None
+    composer_input = build_composer_input(
+        query=state.query,
+        verdict=state.effective_verdict,
+        claims=_gatekeeper(state).verified_output.claims,
+        checks=state.claim_checks,
+        gaps=state.evidence_gaps,
+        executor_output=ExecutorEvidenceV2.model_validate(document),
+        rationale=state.verifier_output.rationale,
+    )
+    return state.model_copy(update={"composer_input": composer_input})
+
+
+def compose_node(
+    state: PipelineState, *, composer: SingleTurnModel, log: AttemptLog
+) -> PipelineState:
+    """Call the Composer; its answer must parse and state no fact absent from its input."""
+    composer_input = state.composer_input
+    assert composer_input is not None and composer_input.verdict is not Verdict.REJECT
+
+    def parse(text: str) -> ComposerOutput:
+        output = ComposerOutput.model_validate_json(text)
+        added = new_facts(output, composer_input)
+        if added:
+            listed = ", ".join(sorted({f.text for f in added}))
+            raise GuardRejectedError(f"composer stated facts absent from its input: {listed}")
+        return output
+
+    try:
+        output = call_with_retry(
+            composer, role="composer", payload=canonical_bytes(composer_input), parse=parse,
+            log=log, cycle=state.evidence_retry_count,
+        )
+    except RunFailure:
+        return state.model_copy(
+            update={"composer_status": StageStatus.FAILED, "failure_stage": "compose"}
+        )
+    return state.model_copy(update={"composer_status": StageStatus.OK, "composer_output": output})
+
+
+def fallback_node(state: PipelineState, route: Route) -> PipelineState:
+    """The deterministic fallback for the route's fixed type."""
+    assert route.fallback_type is not None and route.reason is not None
+    evidence = state.gatekeeper.verified_evidence if state.gatekeeper else []
+    if route.reason is FallbackReason.VERIFIER_REJECT:
+        assert state.composer_input is not None
+        result = fallbacks.semantic_unsupported(state.composer_input, evidence)
+    elif route.reason in (FallbackReason.VERIFIER_UNAVAILABLE, FallbackReason.COMPOSER_UNAVAILABLE):
+        result = fallbacks.semantic_unavailable(
+            query=state.query, reason=route.reason,
+            composer_input=state.composer_input, evidence=evidence,
+        )
+    else:
+        result = fallbacks.evidence_validation_failed(query=state.query, reason=route.reason)
+    return state.model_copy(update={"fallback": result})
+
+
+def _gatekeeper(state: PipelineState) -> GatekeeperOutcome:
+    if state.gatekeeper is None:
+        raise ValueError("the Gatekeeper has not run")
+    return state.gatekeeper
+

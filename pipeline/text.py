@@ -1,0 +1,27 @@
+"""Text normalization shared by the Gatekeeper, the verifier and the guards."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from typing import Any
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def normalize(text: str) -> str:
+    """NFC, whitespace runs collapsed to one space, ends stripped; case kept."""
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+
+
+def value_text(value: Any) -> str:
+    """The string form of a JSON value: strings as they are, everything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+
+
+def contains(haystack: str, needle: str) -> bool:
+    """True when `needle` occurs in `haystack` after both are normalized."""
+    return normalize(needle) in normalize(haystack)
