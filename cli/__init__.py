@@ -1,0 +1,1 @@
+"""The `verity` command line."""

@@ -1,0 +1,167 @@
+"""`verity`: verify bundles, show stored runs, print contract schemas.
+
+Every error the user can cause is one line on stderr and exit code 2; `--json` prints exactly
+one JSON object on stdout and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from typer.exceptions import Abort, TyperException
+
+from cli.render import print_result, print_usage
+from cli.schemas import SCHEMAS
+from models.bundle import FinalAnswer, RunResult
+from models.run import RunRecord
+from pipeline.agents.offline_verifier import OfflineVerifier
+from pipeline.agents.template_composer import TemplateComposer
+from pipeline.config import VeritySettings, resolve_database_url
+from pipeline.errors import InputError, StoreError, VerityError
+from pipeline.store import RunStore
+from pipeline.verification import load_bundle, verify_bundle
+
+app = typer.Typer(
+    name="verity",
+    help="Evidence-grounded incident diagnosis.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+_out = Console(soft_wrap=False)
+
+
+def _emit_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+
+
+def _read_input(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"no such file: {path}")
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text") from None
+
+
+def _open_store() -> RunStore:
+    return RunStore.open(resolve_database_url(VeritySettings()))
+
+
+@app.command()
+def verify(
+    bundle: Annotated[str, typer.Argument(help="Run bundle JSON file, or - for stdin.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    store: Annotated[bool, typer.Option("--store", help="Store the run in the database.")] = False,
+) -> None:
+    """Run parse → gatekeep → verify → compose (or the fallback) on a run bundle."""
+    parsed = load_bundle(_read_input(bundle))
+    run = verify_bundle(parsed, verifier=OfflineVerifier(), composer=TemplateComposer())
+    if store:
+        with _open_store() as run_store:
+            run_store.save_verified_run(
+                bundle=parsed, result=run.result, events=run.events, attempts=run.attempts
+            )
+    if as_json:
+        _emit_json(run.result.model_dump(mode="json"))
+        return
+    print_result(_out, run.result, title=parsed.query)
+    if store:
+        _out.print(f"Stored. Show it again with: verity show {run.result.run_id}", style="dim")
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help="A stored run id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Print a stored run: its answer, verdict, claims, tool calls and model attempts."""
+    with _open_store() as run_store:
+        record = run_store.get_run(run_id)
+        invocations = run_store.list_invocations(run_id)
+        attempts = run_store.list_attempts(run_id)
+        events = run_store.events_since(run_id, 0)
+    if as_json:
+        payload = record.model_dump(mode="json")
+        payload["invocations"] = [
+            {"tool_call_id": i.tool_call_id, "tool_name": i.tool_name, "status": i.status,
+             "evidence_status": i.evidence_status,
+             "truncated": bool(i.projection and i.projection.truncated)}
+            for i in invocations
+        ]
+        payload["attempts"] = [a.model_dump(mode="json") for a in attempts]
+        payload["usage"] = {
+            "input_tokens": sum(a.input_tokens for a in attempts),
+            "output_tokens": sum(a.output_tokens for a in attempts),
+            "cost_usd": round(sum(a.cost_usd for a in attempts), 6),
+        }
+        payload["events"] = [e.model_dump(mode="json") for e in events]
+        _emit_json(payload)
+        return
+    result = _as_result(record)
+    if result is None:
+        _out.print(f"run {record.run_id}: {record.status.value} (node {record.node or '-'})")
+        return
+    print_result(_out, result, title=record.query)
+    print_usage(_out, attempts)
+
+
+def _as_result(record: RunRecord) -> RunResult | None:
+    if record.self_evaluation is None or record.status.value not in ("SUCCESS", "FALLBACK"):
+        return None
+    return RunResult(
+        run_id=record.run_id, status=record.status.value, verdict=record.verdict,
+        fallback_type=record.fallback_type,
+        final_answer=record.final_answer or FinalAnswer(
+            answer_summary="", recommended_actions=[], user_facing_answer=""),
+        self_evaluation=record.self_evaluation,
+    )
+
+
+@app.command()
+def schema(
+    name: Annotated[str, typer.Argument(help="Contract name; see the list in the error.")],
+) -> None:
+    """Print the JSON Schema of a contract."""
+    model = SCHEMAS.get(name)
+    if model is None:
+        raise InputError(f"unknown schema {name!r}; known: {', '.join(sorted(SCHEMAS))}")
+    _emit_json(model.model_json_schema())
+
+
+def main() -> None:
+    """Entry point: run the app, turning every user-caused error into one line and exit 2."""
+    try:
+        code = app(standalone_mode=False)
+    except TyperException as exc:  # usage errors: missing or bad arguments
+        _fail(exc.format_message(), code=2)
+    except (Abort, KeyboardInterrupt):
+        _fail("aborted", code=130)
+    except (InputError, StoreError) as exc:
+        _fail(str(exc), code=2)
+    except VerityError as exc:
+        _fail(str(exc), code=1)
+    except Exception as exc:  # a last line of defence: no traceback for users
+        if os.environ.get("VERITY_DEBUG"):
+            raise
+        _fail(f"internal error ({type(exc).__name__}): {exc}".splitlines()[0], code=1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str, *, code: int) -> None:
+    sys.stderr.write(f"verity: error: {message.splitlines()[0] if message else 'failed'}\n")
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""The Celery application; its settings come from `celeryconfig`."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+app = Celery("verity")
+app.config_from_object("celeryconfig")

@@ -1,0 +1,128 @@
+"""`verity verify`, `show` and `schema` as a user runs them: a real process, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PASS_BUNDLE = ROOT / "samples" / "bundles" / "pass.json"
+
+
+def _verity(
+    *args: str, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, text=True,
+        env=env, cwd=ROOT, timeout=120, check=False,
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("VERITY_")}
+    return {**clean, "VERITY_HOME": str(tmp_path / "home")}
+
+
+def test_cli__verify_json_prints_exactly_one_object(env: dict[str, str]) -> None:
+    done = _verity("verify", str(PASS_BUNDLE), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result) == ["run_id", "status", "verdict", "fallback_type", "final_answer",
+                            "self_evaluation"]
+    outcome = (result["status"], result["verdict"], result["fallback_type"])
+    assert outcome == ("SUCCESS", "PASS", None)
+    assert set(result["final_answer"]) == {"answer_summary", "recommended_actions",
+                                           "user_facing_answer"}
+    assert set(result["self_evaluation"]) == {"rule_evaluation", "aiops_rule_evaluation",
+                                              "verifier_evaluation"}
+    assert done.stderr == ""
+
+
+def test_cli__verify_without_store_writes_nothing(env: dict[str, str], tmp_path: Path) -> None:
+    done = _verity("verify", str(PASS_BUNDLE), "--json", env=env)
+    assert done.returncode == 0
+    assert not (tmp_path / "home").exists()
+    run_id = json.loads(done.stdout)["run_id"]
+    shown = _verity("show", run_id, env=env)
+    assert shown.returncode == 2
+    assert shown.stderr.strip() == f"verity: error: no run with id {run_id!r}"
+
+
+def test_cli__verify_store_then_show(env: dict[str, str]) -> None:
+    done = _verity("verify", str(PASS_BUNDLE), "--json", "--store", env=env)
+    assert done.returncode == 0, done.stderr
+    stored = json.loads(done.stdout)
+    shown = _verity("show", stored["run_id"], "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert record["status"] == "SUCCESS" and record["verdict"] == "PASS"
+    assert record["self_evaluation"] == stored["self_evaluation"]
+    assert record["final_answer"] == stored["final_answer"]
+    assert [a["role"] for a in record["attempts"]] == ["verifier", "composer"]
+    assert len(record["invocations"]) == 3
+    human = _verity("show", stored["run_id"], env=env)
+    assert human.returncode == 0 and "PASS" in human.stdout and "Claims" in human.stdout
+
+
+@pytest.mark.postgres
+def test_cli__verify_store_on_postgres(env: dict[str, str], postgres_url: str) -> None:
+    pg_env = {**env, "VERITY_DATABASE_URL": postgres_url}
+    done = _verity("verify", str(PASS_BUNDLE), "--json", "--store", env=pg_env)
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    shown = _verity("show", run_id, "--json", env=pg_env)
+    assert json.loads(shown.stdout)["run_id"] == run_id
+
+
+def _duplicate_bundle() -> str:
+    bundle = json.loads(PASS_BUNDLE.read_text())
+    bundle["invocations"].append(dict(bundle["invocations"][1]))
+    return json.dumps(bundle)
+
+
+@pytest.mark.parametrize(
+    ("stdin", "message"),
+    [
+        pytest.param("not json at all", "verity: error: bundle is not JSON", id="not-json"),
+        pytest.param("[1, 2]", "verity: error: bundle must be a JSON object", id="not-object"),
+        pytest.param('{"query": "why?"}', "verity: error: bundle has the wrong shape",
+                     id="wrong-shape"),
+        pytest.param(_duplicate_bundle(),
+                     "verity: error: duplicate tool_call_id 'toolu_01METRd4e5f6' in bundle",
+                     id="duplicate-tool-call-id"),
+    ],
+)
+def test_cli__unusable_bundle_is_one_line_exit_2(
+    env: dict[str, str], tmp_path: Path, stdin: str, message: str
+) -> None:
+    done = _verity("verify", "-", "--json", "--store", env=env, stdin=stdin)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message)
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "home").exists()  # nothing stored, not even an empty database
+
+
+def test_cli__missing_file_and_usage_errors(env: dict[str, str]) -> None:
+    missing = _verity("verify", "/no/such/bundle.json", env=env)
+    assert (missing.returncode, missing.stderr.strip()) == (
+        2, "verity: error: no such file: /no/such/bundle.json")
+    usage = _verity("verify", env=env)
+    assert usage.returncode == 2 and len(usage.stderr.splitlines()) == 1
+
+
+def test_cli__schema_prints_json_schema(env: dict[str, str]) -> None:
+    done = _verity("schema", "executor_evidence_v2", env=env)
+    assert done.returncode == 0
+    schema = json.loads(done.stdout)
+    assert schema["additionalProperties"] is False
+    assert "claims" in schema["required"]
+    unknown = _verity("schema", "nope", env=env)
+    assert unknown.returncode == 2 and "known: " in unknown.stderr
