@@ -1,0 +1,177 @@
+"""The run store's tables, SQLAlchemy 2 declarative (typed `Mapped[]`).
+
+Data only: `pipeline/store.py` is the one module that reads and writes these rows, and it
+converts them to the pydantic contracts before they leave it. `migrations/` mirrors this file
+exactly; the naming convention keeps constraint names stable across backends and migrations.
+Enumerated values are stored as plain strings (validated by the contracts), so adding a value
+never needs a migration.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (  # noqa: TID251 - models/ holds the tables
+    JSON,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column  # noqa: TID251
+from sqlalchemy.types import TypeDecorator, TypeEngine  # noqa: TID251
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+"""Constraint names Alembic can rely on."""
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend.
+
+    SQLite keeps no offset: values are written as UTC and UTC is re-attached when read.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Store as UTC; a naive value is taken to be UTC already."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Return an aware UTC datetime."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _json() -> TypeEngine[Any]:
+    """Generic JSON (`json`, not `jsonb`, on PostgreSQL); Python None is SQL NULL.
+
+    `jsonb` reorders object keys; `json` keeps documents as written, so a projection or an
+    audit record reads back in the order it was stored and re-serializes to the same bytes.
+    """
+    return JSON(none_as_null=True)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every Verity table."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class DiagnosisRunRow(Base):
+    """`diagnosis_run`: one run, its state and its released outcome."""
+
+    __tablename__ = "diagnosis_run"
+
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    session_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    query: Mapped[str] = mapped_column(Text)
+    intent: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(32))
+    node: Mapped[str | None] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    verdict: Mapped[str | None] = mapped_column(String(16))
+    fallback_type: Mapped[str | None] = mapped_column(String(64))
+    final_answer: Mapped[dict[str, Any] | None] = mapped_column(_json())
+    self_evaluation: Mapped[dict[str, Any] | None] = mapped_column(_json())
+    source: Mapped[str] = mapped_column(String(16), default="run", server_default="run")
+    source_run_id: Mapped[str | None] = mapped_column(String(64))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    evidence_retry_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # Kept only for `verity export`; never copied into self_evaluation.
+    executor_output_raw: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class ToolInvocationRow(Base):
+    """`tool_invocation`: one tool call, unique per (run_id, tool_call_id)."""
+
+    __tablename__ = "tool_invocation"
+    __table_args__ = (UniqueConstraint("run_id", "tool_call_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("diagnosis_run.run_id", ondelete="CASCADE"), index=True
+    )
+    tool_call_id: Mapped[str] = mapped_column(String(128))
+    tool_name: Mapped[str] = mapped_column(String(128))
+    arguments: Mapped[dict[str, Any]] = mapped_column(_json())
+    status: Mapped[str] = mapped_column(String(32))
+    evidence_status: Mapped[str | None] = mapped_column(String(32))
+    projection: Mapped[dict[str, Any] | None] = mapped_column(_json())
+    error: Mapped[str | None] = mapped_column(Text)
+    turn: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # Insertion order within the run: list_invocations sorts on it.
+    seq: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class RunEventRow(Base):
+    """`run_event`: the orchestration trace, seq 1, 2, 3 ... per run."""
+
+    __tablename__ = "run_event"
+    __table_args__ = (UniqueConstraint("run_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("diagnosis_run.run_id", ondelete="CASCADE")
+    )
+    seq: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(_json())
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class LlmAttemptRow(Base):
+    """`llm_attempt`: one model call attempt, retries included."""
+
+    __tablename__ = "llm_attempt"
+    __table_args__ = (UniqueConstraint("run_id", "role", "cycle", "attempt_number"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("diagnosis_run.run_id", ondelete="CASCADE")
+    )
+    role: Mapped[str] = mapped_column(String(32))
+    cycle: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    attempt_number: Mapped[int] = mapped_column(Integer)
+    prompt_name: Mapped[str] = mapped_column(String(128))
+    prompt_version: Mapped[str] = mapped_column(String(64))
+    input_sha256: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    latency_ms: Mapped[float] = mapped_column(Float)
+    input_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    cache_read_tokens: Mapped[int] = mapped_column(Integer)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer)
+    cost_usd: Mapped[float] = mapped_column(Float)
+    outcome: Mapped[str] = mapped_column(String(64))
+    error_type: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -1,0 +1,114 @@
+"""Shared fixtures: database URLs for SQLite and PostgreSQL, Redis, and an open RunStore.
+
+Services: PostgreSQL (`VERITY_TEST_POSTGRES_URL`, default the local `test` database) and Redis
+(`VERITY_TEST_REDIS_URL`). A missing service skips its tests, except under CI (`CI=true`),
+where it fails them: a suite that silently skips its backends proves nothing.
+
+PostgreSQL isolation: every test gets its own schema (`verity_test_<random>`), selected with
+`options=-csearch_path=<schema>` on the URL and dropped afterwards, so tests never see each
+other's rows and concurrent runs of the suite never collide.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from pipeline.store import RunStore
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _service_missing(name: str, reason: str) -> None:
+    """Skip, or fail under CI: a missing service must fail the suite there."""
+    message = f"{name} not reachable: {reason}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    """The PostgreSQL server URL, checked once per session."""
+    url = os.environ.get("VERITY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+    engine = create_engine(url, poolclass=NullPool, connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except OperationalError as exc:
+        _service_missing("PostgreSQL", str(exc.orig).strip().splitlines()[0])
+    finally:
+        engine.dispose()
+    return url
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A URL whose connections use a fresh schema, dropped after the test."""
+    schema = f"verity_test_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(postgres_server_url, poolclass=NullPool)
+    try:
+        with admin.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+        url = make_url(postgres_server_url).update_query_dict(
+            {"options": f"-csearch_path={schema}"}
+        )
+        yield url.render_as_string(hide_password=False)
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A SQLite file in a directory the store has to create."""
+    return f"sqlite:///{tmp_path / 'data' / 'verity.db'}"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The Redis URL, checked with a PING."""
+    url = os.environ.get("VERITY_TEST_REDIS_URL", DEFAULT_REDIS_URL)
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 3) as s:
+            s.sendall(b"PING\r\n")
+            reply = s.recv(64)
+    except OSError as exc:
+        _service_missing("Redis", str(exc))
+    # A password-protected server answers -NOAUTH: it is there, the URL carries the password.
+    if not reply.startswith((b"+PONG", b"-NOAUTH")):
+        _service_missing("Redis", f"unexpected reply {reply!r}")
+    return url
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def database_url(request: pytest.FixtureRequest) -> str:
+    """A fresh, empty database URL on each backend."""
+    name = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    url: str = request.getfixturevalue(name)
+    return url
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[RunStore]:
+    """An open RunStore on a fresh database, on each backend."""
+    with RunStore.open(database_url) as opened:
+        yield opened

@@ -1,0 +1,119 @@
+"""The Alembic migrations build exactly the schema of models/tables.py, on both backends."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, UniqueConstraint, inspect
+
+from models.common import Intent
+from models.tables import Base
+from pipeline.store import MIGRATIONS_DIR, RunStore, make_engine, upgrade_schema
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """An engine on a fresh database (the store's engine settings), disposed afterwards."""
+    created = make_engine(database_url)
+    yield created
+    created.dispose()
+
+
+def _head() -> str | None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return ScriptDirectory.from_config(config).get_current_head()
+
+
+def _diffs(engine: Engine) -> list[Any]:
+    with engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "compare_server_default": True}
+        )
+        return list(compare_metadata(context, Base.metadata))
+
+
+def _revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def _downgrade_to_base(engine: Engine) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "base")
+
+
+def _backs_constraint(index: Any) -> bool:
+    return bool(index.get("duplicates_constraint"))
+
+
+def test_migrated_schema_equals_the_table_metadata(engine: Engine) -> None:
+    upgrade_schema(engine)
+    assert _revision(engine) == _head() == "0001"
+    assert _diffs(engine) == []
+
+
+def test_constraint_names_follow_the_naming_convention(engine: Engine) -> None:
+    upgrade_schema(engine)
+    inspector = inspect(engine)
+    for table in Base.metadata.sorted_tables:
+        expected_fks = {fk.name for fk in table.foreign_key_constraints}
+        expected_uqs = {c.name for c in table.constraints if isinstance(c, UniqueConstraint)}
+        expected_ixs = {ix.name for ix in table.indexes}
+        # PostgreSQL also reports the index behind each unique constraint.
+        indexes = [ix for ix in inspector.get_indexes(table.name) if not _backs_constraint(ix)]
+        assert {fk["name"] for fk in inspector.get_foreign_keys(table.name)} == expected_fks
+        assert {uq["name"] for uq in inspector.get_unique_constraints(table.name)} == expected_uqs
+        assert {ix["name"] for ix in indexes} == expected_ixs
+        assert inspector.get_pk_constraint(table.name)["name"] == f"pk_{table.name}"
+
+
+def test_upgrading_twice_is_a_no_op(database_url: str, engine: Engine) -> None:
+    with RunStore.open(database_url) as store:
+        run_id = store.create_run(query="q", intent=Intent.DIAGNOSIS)
+    with RunStore.open(database_url) as store:
+        assert store.get_run(run_id).query == "q"
+    upgrade_schema(engine)
+    assert _revision(engine) == _head()
+    assert _diffs(engine) == []
+
+
+def test_downgrade_to_base_then_upgrade_again(engine: Engine) -> None:
+    upgrade_schema(engine)
+    _downgrade_to_base(engine)
+    assert set(inspect(engine).get_table_names()) == {"alembic_version"}
+    assert _revision(engine) is None
+    upgrade_schema(engine)
+    assert _diffs(engine) == []
+
+
+def test_concurrent_opens_migrate_once(database_url: str) -> None:
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        try:
+            barrier.wait()
+            RunStore.open(database_url).close()
+        except BaseException as exc:  # reported below, in the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with RunStore.open(database_url) as store:
+        assert store.list_runs() == []
