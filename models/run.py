@@ -63,6 +63,7 @@ class RunRecord(Contract):
     source_run_id: str | None = Field(default=None, description="Bundle's run id for verify.")
     cancel_requested: bool = Field(default=False, description="Cancellation flag.")
     evidence_retry_count: int = Field(default=0, ge=0, description="Evidence retries done.")
+    data_source: str | None = Field(default=None, description="Where its tools read data.")
     created_at: datetime | None = Field(default=None, description="Creation time (UTC).")
     updated_at: datetime | None = Field(default=None, description="Last change (UTC).")
     finished_at: datetime | None = Field(default=None, description="Terminal time (UTC).")

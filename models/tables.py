@@ -103,6 +103,10 @@ class DiagnosisRunRow(Base):
     evidence_retry_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     # Kept only for `verity export`; never copied into self_evaluation.
     executor_output_raw: Mapped[str | None] = mapped_column(Text)
+    # The runtime's working state between nodes (plan, transcript, pipeline outputs).
+    state: Mapped[dict[str, Any] | None] = mapped_column(_json())
+    # Where the run's tools read incident data (a scenario folder here).
+    data_source: Mapped[str | None] = mapped_column(String(1024))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +37,7 @@ from models.evaluation import SelfEvaluation
 from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
 from models.run import LlmAttempt, RunEvent, RunRecord
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
+from models.verifier import RetryContext
 from pipeline.errors import DuplicateToolCallError, RunNotFoundError, StaleStateError, StoreError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
@@ -179,6 +180,9 @@ class RunStore:
         source_run_id: str | None = None,
         executor_output_raw: str | None = None,
         status: RunStatus = RunStatus.PENDING,
+        data_source: str | None = None,
+        state: dict[str, Any] | None = None,
+        events: Sequence[tuple[str, str, dict[str, Any]]] = (),
     ) -> str:
         """Insert a run at version 0 and return its id (a uuid4 hex when none is given)."""
         row = _run_row(
@@ -191,9 +195,93 @@ class RunStore:
             source_run_id=source_run_id,
             executor_output_raw=executor_output_raw,
         )
+        row.data_source = data_source
+        row.state = state
         with self._write() as session:
             _add_run(session, row)
+            for node, kind, payload in events:
+                _insert_event(session, row.run_id, node=node, kind=kind, payload=payload)
         return row.run_id
+
+    def get_state(self, run_id: str) -> tuple[RunRecord, dict[str, Any] | None]:
+        """The run and its runtime state document, read together."""
+        with self._read() as session:
+            row = _load_run(session, run_id)
+            return _record(row), row.state
+
+    def commit_node(
+        self,
+        run_id: str,
+        *,
+        expected_version: int,
+        node: str,
+        state: dict[str, Any],
+        status: RunStatus | None = None,
+        evidence_retry_count: int | None = None,
+        executor_output_raw: str | None = None,
+        events: Sequence[tuple[str, str, dict[str, Any]]] = (),
+        attempts: Sequence[LlmAttempt] = (),
+    ) -> int:
+        """Persist one node's output, its events and attempts in one transaction.
+
+        The run must still be at `expected_version` and not terminal (StaleStateError
+        otherwise): a redelivered or duplicate node loses here and changes nothing.
+        """
+        for attempt in attempts:
+            _check_same_run(attempt.run_id, run_id)
+        with self._write() as session:
+            row = _load_run(session, run_id, lock=True)
+            if row.version != expected_version or RunStatus(row.status).terminal:
+                raise StaleStateError(
+                    f"run {run_id} is at version {row.version} ({row.status}), "
+                    f"not {expected_version}"
+                )
+            for name, value in _advance_values(node, status, evidence_retry_count).items():
+                setattr(row, name, value)
+            row.state = state
+            row.version = expected_version + 1
+            if executor_output_raw is not None:
+                row.executor_output_raw = executor_output_raw
+            session.flush()
+            for event_node, kind, payload in events:
+                _insert_event(session, run_id, node=event_node, kind=kind, payload=payload)
+            for attempt in attempts:
+                _insert_attempt(session, attempt)
+            return row.version
+
+    def cancel_run(self, run_id: str, *, reason: str = "cancel requested") -> bool:
+        """End a non-terminal run as CANCELLED, with an event; False if already terminal."""
+        with self._write() as session:
+            row = _load_run(session, run_id, lock=True)
+            if RunStatus(row.status).terminal:
+                return False
+            now = _now()
+            row.status = RunStatus.CANCELLED.value
+            row.cancel_requested = True
+            row.version += 1
+            row.updated_at = row.finished_at = now
+            session.flush()
+            _insert_event(session, run_id, node=row.node or "submit", kind="cancelled",
+                          payload={"reason": reason})
+            return True
+
+    def previous_turn(self, session_id: str) -> RunRecord | None:
+        """The latest DIAGNOSIS run of the session that ended SUCCESS, if any.
+
+        Fallback, failed and cancelled runs are never a previous turn.
+        """
+        stmt = (
+            select(DiagnosisRunRow)
+            .options(defer(DiagnosisRunRow.executor_output_raw), defer(DiagnosisRunRow.state))
+            .where(DiagnosisRunRow.session_id == session_id)
+            .where(DiagnosisRunRow.intent == Intent.DIAGNOSIS.value)
+            .where(DiagnosisRunRow.status == RunStatus.SUCCESS.value)
+            .order_by(DiagnosisRunRow.created_at.desc(), DiagnosisRunRow.run_id.desc())
+            .limit(1)
+        )
+        with self._read() as session:
+            row = session.scalars(stmt).one_or_none()
+            return _record(row) if row is not None else None
 
     def get_run(self, run_id: str) -> RunRecord:
         """The run as a contract; RunNotFoundError if there is none."""
@@ -210,7 +298,7 @@ class RunStore:
         """Runs, newest first, optionally of one session and in some statuses."""
         stmt = (
             select(DiagnosisRunRow)
-            .options(defer(DiagnosisRunRow.executor_output_raw))
+            .options(defer(DiagnosisRunRow.executor_output_raw), defer(DiagnosisRunRow.state))
             .order_by(DiagnosisRunRow.created_at.desc(), DiagnosisRunRow.run_id.desc())
             .limit(limit)
         )
@@ -338,6 +426,8 @@ class RunStore:
             invocations = _invocations(session, run_id)
         if row.executor_output_raw is None:
             raise StoreError(f"run {run_id} has no executor output to export")
+        pipeline_state = (row.state or {}).get("pipeline") or {}
+        retry_context = pipeline_state.get("retry_context")
         return RunBundle(
             run_id=row.run_id,
             session_id=row.session_id,
@@ -345,6 +435,7 @@ class RunStore:
             intent=Intent(row.intent),
             invocations=invocations,
             executor_output_raw=row.executor_output_raw,
+            retry_context=RetryContext.model_validate(retry_context) if retry_context else None,
         )
 
     # -- tool invocations ---------------------------------------------------------------
@@ -558,6 +649,14 @@ def _finalize(
     if expected_version is not None and row.version != expected_version:
         raise StaleStateError(f"run {run_id} is at version {row.version}, not {expected_version}")
     now = _now()
+    if row.cancel_requested:  # nothing is released after a cancel
+        row.status = RunStatus.CANCELLED.value
+        row.version += 1
+        row.updated_at = row.finished_at = now
+        session.flush()
+        _insert_event(session, run_id, node="finalize", kind="cancelled",
+                      payload={"reason": "cancel requested before release"})
+        return False
     row.status = RunStatus(result.status).value
     row.node = "finalize"
     row.verdict = result.verdict.value if result.verdict else None
@@ -672,6 +771,7 @@ def _record(row: DiagnosisRunRow) -> RunRecord:
         source_run_id=row.source_run_id,
         cancel_requested=row.cancel_requested,
         evidence_retry_count=row.evidence_retry_count,
+        data_source=row.data_source,
         created_at=row.created_at,
         updated_at=row.updated_at,
         finished_at=row.finished_at,

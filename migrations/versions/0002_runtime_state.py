@@ -1,0 +1,32 @@
+"""Runtime state: diagnosis_run.state (JSON) and diagnosis_run.data_source.
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-30
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0002"
+down_revision: str | None = "0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    """Add the two columns."""
+    with op.batch_alter_table("diagnosis_run") as batch:
+        batch.add_column(sa.Column("state", sa.JSON(), nullable=True))
+        batch.add_column(sa.Column("data_source", sa.String(length=1024), nullable=True))
+
+
+def downgrade() -> None:
+    """Drop them."""
+    with op.batch_alter_table("diagnosis_run") as batch:
+        batch.drop_column("data_source")
+        batch.drop_column("state")

@@ -1,0 +1,73 @@
+"""Store operations the runtime relies on, on SQLite and PostgreSQL: node commits under an
+optimistic lock, cancellation that releases nothing, previous-turn selection."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.common import Intent, RunStatus
+from pipeline.errors import StaleStateError
+from pipeline.store import RunStore
+from tests.store.test_conformance import _attempt, _result
+
+
+def test_commit_node__one_transaction_under_the_version_lock(store: RunStore) -> None:
+    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, data_source="/data/x",
+                              state={"a": 1}, events=[("submit", "accepted", {"n": 1})])
+    record, state = store.get_state(run_id)
+    assert (record.version, state, record.data_source) == (0, {"a": 1}, "/data/x")
+    version = store.commit_node(
+        run_id, expected_version=0, node="verify", state={"a": 2}, status=RunStatus.RUNNING,
+        events=[("verify", "completed", {"ok": True})], attempts=[_attempt(run_id)],
+        executor_output_raw='{"claims": []}',
+    )
+    record, state = store.get_state(run_id)
+    assert (version, record.version, record.node, state) == (1, 1, "verify", {"a": 2})
+    assert [e.kind for e in store.events_since(run_id)] == ["accepted", "completed"]
+    assert len(store.list_attempts(run_id)) == 1
+    assert store.get_executor_output(run_id) == '{"claims": []}'
+
+
+def test_commit_node__a_stale_copy_changes_nothing(store: RunStore) -> None:
+    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, state={"a": 1})
+    store.commit_node(run_id, expected_version=0, node="plan", state={"a": 2})
+    with pytest.raises(StaleStateError):
+        store.commit_node(run_id, expected_version=0, node="plan", state={"a": 3},
+                          events=[("plan", "completed", {})], attempts=[_attempt(run_id)])
+    record, state = store.get_state(run_id)
+    assert (record.version, state) == (1, {"a": 2})
+    assert store.events_since(run_id) == [] and store.list_attempts(run_id) == []
+
+
+def test_commit_node__refused_once_the_run_is_terminal(store: RunStore) -> None:
+    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS)
+    assert store.cancel_run(run_id, reason="user asked") is True
+    with pytest.raises(StaleStateError):
+        store.commit_node(run_id, expected_version=1, node="plan", state={})
+    assert store.cancel_run(run_id) is False
+
+
+def test_finalize__releases_nothing_after_a_cancel_request(store: RunStore) -> None:
+    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS)
+    assert store.request_cancel(run_id) is True
+    assert store.finalize(run_id, _result(run_id)) is False
+    record = store.get_run(run_id)
+    assert record.status is RunStatus.CANCELLED
+    assert record.final_answer is None and record.self_evaluation is None
+    assert store.events_since(run_id)[-1].kind == "cancelled"
+
+
+def test_previous_turn__only_diagnosis_success_runs_of_the_session(store: RunStore) -> None:
+    assert store.previous_turn("s1") is None
+    ok = store.create_run(query="first", intent=Intent.DIAGNOSIS, session_id="s1")
+    store.finalize(ok, _result(ok))
+    fallback = store.create_run(query="second", intent=Intent.DIAGNOSIS, session_id="s1")
+    store.finalize(fallback, _result(fallback, fallback=True))
+    cancelled = store.create_run(query="third", intent=Intent.DIAGNOSIS, session_id="s1")
+    store.cancel_run(cancelled)
+    knowledge = store.create_run(query="how?", intent=Intent.KNOWLEDGE_QUERY, session_id="s1")
+    store.finalize(knowledge, _result(knowledge))
+    other = store.create_run(query="elsewhere", intent=Intent.DIAGNOSIS, session_id="s2")
+    store.finalize(other, _result(other))
+    previous = store.previous_turn("s1")
+    assert previous is not None and previous.run_id == ok
