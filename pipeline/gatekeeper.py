@@ -11,18 +11,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from models.executor import REMOVED_FIELDS, Claim, ClaimKind, ClaimStatus, ExecutorEvidenceV2
-from models.gatekeeper import (
-    CheckedBinding,
-    GatekeeperOutcome,
-    GatekeeperResult,
-    RuleId,
-    RuleOutcome,
-    Severity,
-    VerifiedClaim,
-    VerifiedEvidence,
-    VerifiedExecutorOutput,
+from models.executor import (
+    REMOVED_FIELDS,
+    Claim,
+    ClaimKind,
+    ClaimStatus,
+    EvidenceBinding,
+    ExecutorEvidenceV2,
 )
+from models.gatekeeper import GatekeeperOutcome, RuleId, Severity
 from models.invocation import EvidenceStatus, LifecycleStatus, QueryScope, ToolInvocation
 from pipeline.jsonpath import PathError, parse_path, resolve
 from pipeline.text import normalize, value_text
@@ -32,10 +29,15 @@ RULE_ORDER = tuple(RuleId)
 
 @dataclass
 class _Audit:
-    """Mutable accumulator while checking; frozen into a GatekeeperResult at the end."""
+    """Mutable accumulator while checking; validated into a GatekeeperResult at the end.
+
+    Checked bindings are kept as plain field dicts: the whole outcome is validated in one
+    pydantic call at the end, which is several times cheaper than one model per binding.
+    """
 
     failures: dict[RuleId, int] = field(default_factory=lambda: dict.fromkeys(RULE_ORDER, 0))
-    checked: list[CheckedBinding] = field(default_factory=list)
+    checked: list[dict[str, Any]] = field(default_factory=list)
+    passed: int = 0
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -50,29 +52,29 @@ def gatekeep(
     """Check the Executor document against the run's invocations."""
     audit = _Audit()
     output = _check_schema(document, audit)
-    verified_claims: list[VerifiedClaim] = []
-    evidence: list[VerifiedEvidence] = []
+    verified_claims: list[dict[str, Any]] = []
+    evidence: list[dict[str, Any]] = []
     if output is not None:
         checker = _BindingChecker({inv.tool_call_id: inv for inv in invocations}, audit)
         for claim in output.claims:
-            passed = checker.check_claim(claim)
+            passed = checker.check_claim(claim, first_evidence=len(evidence) + 1)
             if not passed:
                 if not claim.evidence_bindings:
                     audit.warnings.append(
                         f"claim {claim.claim_id} has no evidence bindings; not verifiable"
                     )
                 continue
-            verified_claims.append(_verified_claim(claim))
-            for binding_evidence in passed:
-                evidence.append(
-                    binding_evidence.model_copy(update={"evidence_id": f"E{len(evidence) + 1}"})
-                )
+            verified_claims.append({
+                "claim_id": claim.claim_id, "text": claim.text, "kind": claim.kind,
+                "critical": claim.critical, "status": claim.status,
+            })
+            evidence.extend(passed)
     result = _result(audit, schema_ok=output is not None and not audit.failures[RuleId.SCHEMA])
-    return GatekeeperOutcome(
-        result=result,
-        verified_output=VerifiedExecutorOutput(claims=verified_claims),
-        verified_evidence=evidence,
-    )
+    return GatekeeperOutcome.model_validate({
+        "result": result,
+        "verified_output": {"claims": verified_claims},
+        "verified_evidence": evidence,
+    })
 
 
 def _check_schema(document: Mapping[str, Any], audit: _Audit) -> ExecutorEvidenceV2 | None:
@@ -99,7 +101,7 @@ def _check_schema(document: Mapping[str, Any], audit: _Audit) -> ExecutorEvidenc
 
 
 class _BindingChecker:
-    """Checks bindings against stored projections, caching resolved values."""
+    """Checks bindings against stored projections, caching resolved values per run."""
 
     def __init__(self, invocations: dict[str, ToolInvocation], audit: _Audit) -> None:
         self._invocations = invocations
@@ -107,65 +109,68 @@ class _BindingChecker:
         self._documents: dict[str, dict[str, Any]] = {}
         self._values: dict[tuple[str, str], str] = {}
 
-    def check_claim(self, claim: Claim) -> list[VerifiedEvidence]:
-        passed: list[VerifiedEvidence] = []
+    def check_claim(self, claim: Claim, *, first_evidence: int) -> list[dict[str, Any]]:
+        """Record each binding's check; return the passed ones as VerifiedEvidence fields,
+        numbered E<first_evidence>, E<first_evidence + 1> ...
+        """
+        passed: list[dict[str, Any]] = []
+        audit = self._audit
+        claim_id = claim.claim_id
         for index, binding in enumerate(claim.evidence_bindings):
-            failure = self._failure(claim, binding.invocation_id, binding.tool_name,
-                                    path=binding.path, matched_text=binding.matched_text)
-            status = "fail" if failure else "pass"
-            self._audit.checked.append(CheckedBinding(
-                claim_id=claim.claim_id, index=index, invocation_id=binding.invocation_id,
-                tool_name=binding.tool_name, path=binding.path, status=status,
-                rule=failure[0] if failure else None, reason=failure[1] if failure else None,
-            ))
+            invocation_id = binding.invocation_id
+            tool_name = binding.tool_name
+            path = binding.path
+            invocation = self._invocations.get(invocation_id)
+            failure = self._failure(claim, invocation, binding)
+            audit.checked.append({
+                "claim_id": claim_id, "index": index, "invocation_id": invocation_id,
+                "tool_name": tool_name, "path": path,
+                "status": "fail" if failure else "pass",
+                "rule": failure[0] if failure else None,
+                "reason": failure[1] if failure else None,
+            })
             if failure:
-                where = f"claim {claim.claim_id} binding {index}"
-                self._audit.fail(failure[0], f"{where}: {failure[1]}")
+                audit.fail(failure[0], f"claim {claim_id} binding {index}: {failure[1]}")
                 continue
-            invocation = self._invocations[binding.invocation_id]
-            assert invocation.projection is not None and invocation.evidence_status is not None
-            passed.append(VerifiedEvidence(
-                evidence_id="", claim_id=claim.claim_id, invocation_id=binding.invocation_id,
-                tool_name=binding.tool_name, path=binding.path, matched_text=binding.matched_text,
-                evidence_status=invocation.evidence_status, scope=invocation.projection.scope,
-            ))
+            assert invocation is not None and invocation.projection is not None
+            passed.append({
+                "evidence_id": f"E{first_evidence + len(passed)}", "claim_id": claim_id,
+                "invocation_id": invocation_id, "tool_name": tool_name, "path": path,
+                "matched_text": binding.matched_text,
+                "evidence_status": invocation.evidence_status,
+                "scope": invocation.projection.scope,
+            })
+        audit.passed += len(passed)
         return passed
 
     def _failure(
-        self, claim: Claim, invocation_id: str, tool_name: str, *, path: str, matched_text: str
+        self, claim: Claim, invocation: ToolInvocation | None, binding: EvidenceBinding
     ) -> tuple[RuleId, str] | None:
-        invocation = self._invocations.get(invocation_id)
         if invocation is None:
-            return RuleId.INVOCATION_REF, f"invocation {invocation_id!r} is not in this run"
-        if invocation.tool_name != tool_name:
             return RuleId.INVOCATION_REF, (
-                f"tool_name {tool_name!r} differs from stored {invocation.tool_name!r}"
+                f"invocation {binding.invocation_id!r} is not in this run"
+            )
+        if invocation.tool_name != binding.tool_name:
+            return RuleId.INVOCATION_REF, (
+                f"tool_name {binding.tool_name!r} differs from stored {invocation.tool_name!r}"
             )
         if invocation.status is not LifecycleStatus.READY or invocation.projection is None:
-            return RuleId.INVOCATION_STATUS, f"invocation {invocation_id!r} is {invocation.status}"
+            return RuleId.INVOCATION_STATUS, (
+                f"invocation {binding.invocation_id!r} is {invocation.status}"
+            )
+        path = binding.path
         try:
             text = self._value_text(invocation, path)
         except PathError as exc:
             return RuleId.PATH, str(exc)
-        needle = normalize(matched_text)
+        needle = normalize(binding.matched_text)
         if not needle:
             return RuleId.MATCHED_TEXT, "matched_text is empty"
         if needle not in text:
             return RuleId.MATCHED_TEXT, f"matched_text not found at {path}"
-        return self._no_evidence_failure(claim, invocation, path)
-
-    def _no_evidence_failure(
-        self, claim: Claim, invocation: ToolInvocation, path: str
-    ) -> tuple[RuleId, str] | None:
         if invocation.evidence_status is EvidenceStatus.EVIDENCE_FOUND:
             return None
-        if claim.kind is not ClaimKind.NEGATIVE_OBSERVATION:
-            return RuleId.NO_EVIDENCE_KIND, (
-                f"{invocation.evidence_status} invocation cited by a {claim.kind} claim"
-            )
-        if parse_path(path)[:1] != ("scope",):
-            return RuleId.NO_EVIDENCE_KIND, "a negative observation must bind to the query scope"
-        return None
+        return _no_evidence_failure(claim, invocation, path)
 
     def _value_text(self, invocation: ToolInvocation, path: str) -> str:
         key = (invocation.tool_call_id, path)
@@ -181,15 +186,21 @@ class _BindingChecker:
         return cached
 
 
-def _verified_claim(claim: Claim) -> VerifiedClaim:
-    return VerifiedClaim(
-        claim_id=claim.claim_id, text=claim.text, kind=claim.kind,
-        critical=claim.critical, status=claim.status,
-    )
+def _no_evidence_failure(
+    claim: Claim, invocation: ToolInvocation, path: str
+) -> tuple[RuleId, str] | None:
+    if claim.kind is not ClaimKind.NEGATIVE_OBSERVATION:
+        return RuleId.NO_EVIDENCE_KIND, (
+            f"{invocation.evidence_status} invocation cited by a {claim.kind} claim"
+        )
+    if parse_path(path)[:1] != ("scope",):
+        return RuleId.NO_EVIDENCE_KIND, "a negative observation must bind to the query scope"
+    return None
 
 
-def _result(audit: _Audit, *, schema_ok: bool) -> GatekeeperResult:
-    passed = sum(1 for b in audit.checked if b.status == "pass")
+def _result(audit: _Audit, *, schema_ok: bool) -> dict[str, Any]:
+    """The GatekeeperResult fields."""
+    passed = audit.passed
     if not schema_ok or passed == 0:
         severity = Severity.REJECT
     elif passed < len(audit.checked):
@@ -199,19 +210,19 @@ def _result(audit: _Audit, *, schema_ok: bool) -> GatekeeperResult:
     failed = [rule for rule in RULE_ORDER if audit.failures[rule]]
     if schema_ok and passed == 0:
         audit.errors.append("no evidence binding passed")
-    return GatekeeperResult(
-        status="fail" if failed or severity is Severity.REJECT else "pass",
-        severity=severity,
-        rules=[
-            RuleOutcome(rule=rule, status="fail" if audit.failures[rule] else "pass",
-                        failures=audit.failures[rule])
+    return {
+        "status": "fail" if failed or severity is Severity.REJECT else "pass",
+        "severity": severity,
+        "rules": [
+            {"rule": rule, "status": "fail" if audit.failures[rule] else "pass",
+             "failures": audit.failures[rule]}
             for rule in RULE_ORDER
         ],
-        failed_rules=failed,
-        checked_bindings=audit.checked,
-        warnings=audit.warnings,
-        errors=audit.errors,
-    )
+        "failed_rules": failed,
+        "checked_bindings": audit.checked,
+        "warnings": audit.warnings,
+        "errors": audit.errors,
+    }
 
 
 def scope_text(scope: QueryScope) -> list[str]:
