@@ -1,6 +1,7 @@
 """Gatekeeper and `verify_bundle` throughput, printed as one JSON object on stdout.
 
     python bench/gatekeeper.py [--claims 1000] [--repeat 7] [--min-time 0.2] [--fail-ratio 0.1]
+                               [--cpu 0 | --no-pin]
 
 Builds run bundles scaled up from the shipped samples (`samples/bundles/*.json`): every claim of
 a sample that verifies to SUCCESS and whose claim check is a direct observation or a reasonable
@@ -55,12 +56,13 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def pin_to_one_core() -> int | None:
-    """Pin this process to one CPU (the first it may use); None when the platform cannot."""
+def pin_to_one_core(cpu: int = 0) -> int | None:
+    """Pin this process to `cpu` (or the first CPU it may use); None when the platform cannot."""
     if not hasattr(os, "sched_setaffinity") or not hasattr(os, "sched_getaffinity"):
         return None
     allowed = sorted(os.sched_getaffinity(0))
-    cpu = 0 if 0 in allowed else allowed[0]
+    if cpu not in allowed:
+        cpu = allowed[0]
     try:
         os.sched_setaffinity(0, {cpu})
     except OSError:
@@ -295,6 +297,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="seconds each repetition loops for, at least (one call minimum)")
     parser.add_argument("--fail-ratio", type=float, default=0.1,
                         help="share of bindings made invalid in the failing variant")
+    parser.add_argument("--cpu", type=int, default=0, help="CPU to pin to (default 0)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin to one core")
     args = parser.parse_args(argv)
     if args.claims < 1 or args.repeat < 1 or args.min_time < 0 or not 0 < args.fail_ratio < 1:
@@ -304,7 +307,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    pinned = None if args.no_pin else pin_to_one_core()
+    pinned = None if args.no_pin else pin_to_one_core(args.cpu)
     _log(f"pinned to cpu {pinned}" if pinned is not None else "not pinned")
     samples = load_samples()
     scaled, used = build_scaled(samples, args.claims)
