@@ -46,6 +46,10 @@ def build_composer_input(
             hypotheses.append(AllowedHypothesis(text=claim.text, claim_ids=[claim.claim_id]))
         else:
             withheld.append(claim.text)
+    # claims that failed the Gatekeeper are withheld too: Executor text repeating them is not
+    # screened by any check and must not reach the Composer through gaps, hypotheses or actions
+    verified = {c.claim_id for c in claims}
+    withheld += [c.text for c in executor_output.claims if c.claim_id not in verified]
     usable = {c.claim_id for c in allowed} | {i for h in hypotheses for i in h.claim_ids}
     leak = _LeakFilter(withheld, kept=[query, *(c.text for c in allowed),
                                         *(h.text for h in hypotheses)])

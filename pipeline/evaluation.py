@@ -38,7 +38,9 @@ def verifier_evaluation(state: PipelineState) -> VerifierEvaluation:
         groundedness_score=output.groundedness_score if output else None,
         rationale=output.rationale if output else None,
         claim_checks=state.claim_checks,
-        facts_checked=(output.facts_checked or facts_checked(state.claim_checks)) if output else [],
+        # always the fixed mapping of the post-checked claim checks: a model-provided list
+        # could name dropped claims or keep a class the post-check downgraded
+        facts_checked=facts_checked(state.claim_checks) if output else [],
         evidence_gaps=state.evidence_gaps,
         downgrades=state.downgrades,
         executor_structured_output=outcome.verified_output if outcome else None,

@@ -87,9 +87,10 @@ _PATTERNS: list[tuple[FactKind, re.Pattern[str]]] = [
     (FactKind.ERROR_CODE, re.compile(
         r"(?:(?<=HTTP )|(?<=HTTP/1\.1 )|(?<=status )|(?<=status: )|(?<=status=)|(?<=code )"
         r"|(?<=code=)|(?<=returning )|(?<=returned ))[1-5]\d{2}\b"
-        r"|\b[45]\d{2}(?=s\b|\s+(?:errors?|responses?|status))"
-        r"|\b[1-5]\d{2}(?= (?:Internal|Bad|Service|Gateway|Not|Too|Forbidden|Unauthorized|OK"
-        r"|Created|Conflict|Request|Payload|Unprocessable|Precondition|Method))")),
+        # not the tail of a larger number: "1,432 errors" is a count, not error code 432
+        r"|(?<![\d,.])\b[45]\d{2}(?=s\b|\s+(?:errors?|responses?|status))"
+        r"|(?<![\d,.])\b[1-5]\d{2}(?= (?:Internal|Bad|Service|Gateway|Not|Too|Forbidden"
+        r"|Unauthorized|OK|Created|Conflict|Request|Payload|Unprocessable|Precondition|Method))")),
     (FactKind.IDENTIFIER, re.compile(
         r"\b(?=[A-Za-z0-9_-]*\d)[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b"
         r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b")),

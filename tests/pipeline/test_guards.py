@@ -1,0 +1,278 @@
+"""The deterministic guards: the Verifier post-check and the Composer no-new-facts guard."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from spec.helpers import (
+    DEPLOYS_ID,
+    LOG_500,
+    LOGS_ID,
+    QUERY,
+    allowed,
+    answer_text,
+    check,
+    composer_input,
+    composer_reply,
+    evidence,
+    gap,
+    good_output,
+    run,
+    scripted,
+    verified_claim,
+)
+from spec.strategies import distinct_texts, incident_texts
+
+from models.common import FallbackType, Verdict
+from models.composer import ComposerInput, ComposerOutput
+from models.executor import ClaimKind
+from models.gatekeeper import (
+    GatekeeperOutcome,
+    GatekeeperResult,
+    Severity,
+    VerifiedExecutorOutput,
+)
+from models.verifier import Verification, VerifierInput, VerifierOutput
+from pipeline.guards import new_facts, post_check
+from pipeline.rendering import render
+from pipeline.verifier_input import build_verifier_input
+
+POOL_CLAIM = "payment-db connection pool exhausted (max 20)"
+
+
+def verifier_input(claims: list[tuple[str, str]], items: list[tuple[str, str]]) -> VerifierInput:
+    """A verifier input with these (claim id, text) claims and (claim id, matched text) items."""
+    outcome = GatekeeperOutcome(
+        result=GatekeeperResult(status="pass", severity=Severity.PASS, rules=[],
+                                failed_rules=[], checked_bindings=[]),
+        verified_output=VerifiedExecutorOutput(
+            claims=[verified_claim(cid, text) for cid, text in claims]),
+        verified_evidence=[evidence(cid, text, evidence_id=f"E{i + 1}")
+                           for i, (cid, text) in enumerate(items)],
+    )
+    return build_verifier_input(outcome, query=QUERY)
+
+
+def output(*checks: object, gaps: tuple[object, ...] = ()) -> VerifierOutput:
+    return VerifierOutput(verdict=Verdict.PASS, groundedness_score=1.0, rationale="r",
+                          claim_checks=list(checks), evidence_gaps=list(gaps))  # type: ignore
+
+
+# --- the Verifier post-check ----------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("claim_text", "items", "expected"),
+    [
+        (POOL_CLAIM, [("c1", LOG_500)], Verification.DIRECT_OBSERVATION),
+        ("payment-db connection pool exhausted", [("c1", LOG_500)],
+         Verification.DIRECT_OBSERVATION),
+        ("payment-db connection pool exhausted (max 30 connections)", [("c1", LOG_500)],
+         Verification.OVERSTATED),
+        ("redis-cache evicted 9000 keys", [("c1", LOG_500)], Verification.OVERSTATED),
+        (POOL_CLAIM, [("c2", LOG_500)], Verification.UNSUPPORTED),
+        (POOL_CLAIM, [], Verification.UNSUPPORTED),
+    ],
+    ids=["facts-in-own-evidence", "no-facts-to-check", "some-facts-missing",
+         "all-facts-missing", "evidence-of-another-claim-only", "no-evidence"],
+)
+def test_post_check_holds_direct_observation_to_its_own_evidence(
+    claim_text: str, items: list[tuple[str, str]], expected: Verification
+) -> None:
+    claims = [("c1", claim_text)] + ([("c2", "other")] if any(c == "c2" for c, _ in items)
+                                     else [])
+    checked = post_check(output(check("c1", Verification.DIRECT_OBSERVATION)),
+                         verifier_input(claims, items))
+    assert checked.claim_checks[0].verification is expected
+    downgraded = expected is not Verification.DIRECT_OBSERVATION
+    assert any(d.startswith("c1: direct_observation ->") for d in checked.downgrades) is (
+        downgraded)
+
+
+@pytest.mark.parametrize(
+    "verification",
+    [Verification.REASONABLE_INFERENCE, Verification.OVERSTATED, Verification.UNSUPPORTED,
+     Verification.EXTERNAL_UNKNOWN, Verification.CONTRADICTED],
+)
+def test_post_check_never_upgrades(verification: Verification) -> None:
+    checked = post_check(output(check("c1", verification)),
+                         verifier_input([("c1", POOL_CLAIM)], [("c1", LOG_500)]))
+    assert checked.claim_checks[0].verification is verification
+    assert checked.downgrades == []
+
+
+def test_post_check_removes_evidence_refs_to_unverified_material() -> None:
+    kept = ["E1", "c1", LOGS_ID, "search_logs", "$.hits[0].message"]
+    dropped = ["E7", "c9", DEPLOYS_ID, "list_deployments", "$.hits[2].message", ""]
+    checked = post_check(
+        output(check("c1", Verification.DIRECT_OBSERVATION, *kept, *dropped)),
+        verifier_input([("c1", POOL_CLAIM)], [("c1", LOG_500)]),
+    )
+    assert checked.claim_checks[0].evidence_refs == kept
+    assert checked.downgrades == ["c1: evidence refs to unverified material removed"]
+
+
+def test_post_check_drops_unknown_and_duplicate_checks_and_fills_missing_ones() -> None:
+    checked = post_check(
+        output(check("c9", Verification.DIRECT_OBSERVATION),
+               check("c2", Verification.REASONABLE_INFERENCE),
+               check("c2", Verification.DIRECT_OBSERVATION)),
+        verifier_input([("c1", POOL_CLAIM), ("c2", "the pool ran dry")],
+                       [("c1", LOG_500), ("c2", LOG_500)]),
+    )
+    assert [(c.claim_id, c.verification) for c in checked.claim_checks] == [
+        ("c1", Verification.UNSUPPORTED), ("c2", Verification.REASONABLE_INFERENCE)]
+    assert checked.downgrades == [
+        "c9: dropped, not a verified claim",
+        "c2: duplicate check dropped",
+        "c1: no check returned, counted as unsupported",
+    ]
+
+
+def test_post_check_keeps_gaps_about_verified_claims_only() -> None:
+    checked = post_check(
+        output(check("c1", Verification.OVERSTATED),
+               gaps=(gap("c1"), gap("c9"), gap(None))),
+        verifier_input([("c1", POOL_CLAIM)], [("c1", LOG_500)]),
+    )
+    assert [g.claim_id for g in checked.evidence_gaps] == ["c1", None]
+
+
+def test_post_check_is_what_the_pipeline_persists() -> None:
+    reply = json.dumps({"verdict": "PASS", "groundedness_score": 1.0, "rationale": "r",
+                        "claim_checks": [
+                            {"claim_id": "c1", "verification": "direct_observation",
+                             "evidence_refs": ["E1", "toolu_01NOPE"]},
+                            {"claim_id": "c2", "verification": "direct_observation"},
+                            {"claim_id": "c3", "verification": "direct_observation"},
+                            {"claim_id": "c4", "verification": "direct_observation"},
+                            {"claim_id": "c77", "verification": "direct_observation"}]})
+    result = run(good_output(), verifier=scripted(reply))
+    evaluation = result.result.self_evaluation.verifier_evaluation
+    assert [c.claim_id for c in evaluation.claim_checks] == ["c1", "c2", "c3", "c4"]
+    assert evaluation.claim_checks[0].evidence_refs == ["E1"]
+    assert "c77: dropped, not a verified claim" in evaluation.downgrades
+    assert result.result.self_evaluation.rule_evaluation["downgrades"] == len(
+        evaluation.downgrades)
+
+
+# --- the Composer no-new-facts guard --------------------------------------------------------
+
+BASE = composer_input(
+    Verdict.PASS,
+    claims=[allowed("c1", "checkout-service logged 1432 errors at 14:03, returning HTTP 500"),
+            allowed("c2", "v2.3.1 reduced the payment-db pool from 50 to 20")],
+    missing_info=["Pool utilization was not queried."],
+    actions=["Restore the payment-db pool size to 50"],
+)
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "inventory-service also failed.",
+        "The pod checkout-7f9c-x2 crashed.",
+        "Latency reached 950ms.",
+        "Errors were ECONNRESET.",
+        "It returned HTTP 503.",
+        "v2.3.0 was fine.",
+        "It began at 13:41.",
+        "It began on 2026-11-29.",
+        "It peaked at 41.8%.",
+    ],
+    ids=["service", "identifier", "number-with-unit", "named-error-code", "http-code",
+         "version", "time-of-day", "date", "percentage"],
+)
+def test_no_new_facts_guard_rejects_a_fact_absent_from_the_input(sentence: str) -> None:
+    for field in ("answer_summary", "user_facing_answer", "recommended_actions"):
+        answer = {"answer_summary": "checkout-service errors.", "recommended_actions": [],
+                  "user_facing_answer": "checkout-service errors."}
+        answer[field] = [sentence] if field == "recommended_actions" else sentence
+        added = new_facts(ComposerOutput.model_validate(answer), BASE)
+        assert added, field
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "checkout-service logged 1,432 errors, HTTP 500, after v2.3.1 at 14:03.",
+        "The payment-db pool went from 50 to 20.",
+        "Restore the pool size to 50 on payment-db.",
+        "The 500s began at 14:03 on checkout-service.",
+    ],
+    ids=["restated-claim", "restated-numbers", "restated-action", "reworded-code-and-time"],
+)
+def test_no_new_facts_guard_accepts_facts_from_the_input(sentence: str) -> None:
+    answer = ComposerOutput(answer_summary=sentence, recommended_actions=[sentence],
+                            user_facing_answer=sentence)
+    assert new_facts(answer, BASE) == []
+
+
+def test_no_new_facts_guard_reads_every_input_field() -> None:
+    ci = composer_input(Verdict.LOW_CONFID, query="Why did auth-api fail at 09:15?",
+                        hypotheses=["maybe OOMKilled"], missing_info=["no data for v1.2.3"],
+                        actions=["check redis-cache"], rationale="saw 42 restarts")
+    text = "auth-api at 09:15, OOMKilled, v1.2.3, redis-cache, 42 restarts"
+    answer = ComposerOutput(answer_summary=text, recommended_actions=[], user_facing_answer=text)
+    assert new_facts(answer, ci) == []
+
+
+claims_strategy = st.lists(
+    st.tuples(incident_texts, st.sampled_from(list(ClaimKind)),
+              st.sampled_from([Verification.DIRECT_OBSERVATION,
+                               Verification.REASONABLE_INFERENCE])),
+    max_size=5,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    verdict=st.sampled_from(list(Verdict)),
+    claims=claims_strategy,
+    others=distinct_texts(0, 6),
+    query=incident_texts,
+)
+def test_template_composer_output_always_passes_the_guard(
+    verdict: Verdict,
+    claims: list[tuple[str, ClaimKind, Verification]],
+    others: list[str],
+    query: str,
+) -> None:
+    third = len(others) // 3
+    ci = composer_input(
+        verdict, query=query,
+        claims=[allowed(f"c{i}", text, kind=kind, verification=v)
+                for i, (text, kind, v) in enumerate(claims)],
+        hypotheses=others[:third], missing_info=others[third:2 * third],
+        actions=others[2 * third:],
+    )
+    assert new_facts(render(ci), ci) == []
+
+
+def test_composer_new_fact_uses_the_retry_then_falls_back() -> None:
+    invented = composer_reply("checkout-service failed because redis-cache ran out of memory.")
+    composer = scripted(invented, invented)
+    result = run(good_output(), composer=composer)
+    rows = [a for a in result.attempts if a.role == "composer"]
+    assert [(a.attempt_number, a.outcome, a.error_type) for a in rows] == [
+        (1, "guard_rejected", "GuardRejectedError"), (2, "guard_rejected", "GuardRejectedError")]
+    assert rows[0].input_sha256 == rows[1].input_sha256
+    assert composer.calls[0][1] == composer.calls[1][1]
+    assert result.result.status == "FALLBACK"
+    assert result.result.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
+    assert result.result.verdict is Verdict.PASS  # the verdict stands; only the prose fell back
+    filtered = ComposerInput.model_validate_json(composer.calls[0][1])
+    assert result.result.final_answer.model_dump() == render(filtered).model_dump()
+    assert "redis-cache" not in answer_text(result)
+
+
+def test_composer_new_fact_then_clean_answer_ships_the_clean_answer() -> None:
+    invented = composer_reply("checkout-service failed because redis-cache ran out of memory.")
+    clean = composer_reply("checkout-service failed after v2.3.1 cut the payment-db pool to 20.")
+    result = run(good_output(), composer=scripted(invented, clean))
+    assert [a.outcome for a in result.attempts if a.role == "composer"] == [
+        "guard_rejected", "ok"]
+    assert result.result.status == "SUCCESS"
+    assert result.result.final_answer.answer_summary == json.loads(clean)["answer_summary"]

@@ -1,0 +1,347 @@
+"""spec/composer.md: one test per scenario, named `test_<requirement>__<scenario>`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from models.common import FallbackType, Verdict
+from models.composer import ComposerInput
+from models.evaluation import StageStatus
+from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
+from models.fallback import FallbackReason
+from models.verifier import Verification
+from pipeline.composer_input import build_composer_input
+from pipeline.errors import BudgetExceededError
+from pipeline.fallback import semantic_unavailable
+from pipeline.rendering import NO_RELIABLE_CONCLUSION, render
+
+from .helpers import (
+    DEPLOY_CLAIM_TEXT,
+    ERRORS_TEXT,
+    LOG_500,
+    QUERY,
+    RATE_TEXT,
+    ROOT_TEXT,
+    UNBOUND_LOG,
+    allowed,
+    answer_text,
+    check,
+    composer_input,
+    composer_reply,
+    errors_claim,
+    evidence,
+    executor_output,
+    gap,
+    good_output,
+    rate_claim,
+    root_claim,
+    run,
+    scripted,
+    verified_claim,
+    verifier_reply,
+)
+
+CLAIMS = [
+    verified_claim("c1", ERRORS_TEXT),
+    verified_claim("c2", RATE_TEXT),
+    verified_claim("c3", DEPLOY_CLAIM_TEXT),
+    verified_claim("c4", ROOT_TEXT, kind=ClaimKind.ROOT_CAUSE),
+]
+ALL_DIRECT = {"c1": "direct_observation", "c2": "direct_observation",
+              "c3": "direct_observation", "c4": "reasonable_inference"}
+
+
+def build(
+    verdict: Verdict,
+    verifications: dict[str, Verification],
+    *,
+    claims: list[Any] | None = None,
+    output: dict[str, Any] | None = None,
+    gaps: list[Any] | None = None,
+    rationale: str = "Checked every claim.",
+) -> ComposerInput:
+    return build_composer_input(
+        query=QUERY, verdict=verdict, claims=CLAIMS if claims is None else claims,
+        checks=[check(cid, v) for cid, v in verifications.items()],
+        gaps=gaps or [], executor_output=ExecutorEvidenceV2.model_validate(
+            output or executor_output()),
+        rationale=rationale,
+    )
+
+
+def allowed_ids(ci: ComposerInput) -> list[str]:
+    return [c.claim_id for c in ci.allowed_claims]
+
+
+def hypothesis_ids(ci: ComposerInput) -> list[str]:
+    return [i for h in ci.allowed_hypotheses for i in h.claim_ids]
+
+
+# --- Requirement: Composer SHALL generate final user-facing Chat answers --------------------
+
+def test_generation__composer_receives_only_filtered_material() -> None:
+    composer = scripted(composer_reply())
+    result = run(good_output(), composer=composer)
+    assert result.result.status == "SUCCESS"
+    sent = json.loads(composer.calls[0][1])
+    assert set(sent) == {"original_query", "verdict", "allowed_claims", "allowed_hypotheses",
+                         "missing_info", "recommended_actions", "rationale"}
+    raw = composer.calls[0][1].decode()
+    for excluded in (LOG_500, UNBOUND_LOG, "toolu_", "evidence_bindings", "matched_text",
+                     "$.hits", "user_facing_answer", "invocation_id"):
+        assert excluded not in raw, excluded
+    assert sent["original_query"] == QUERY and sent["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "```json\n" + composer_reply() + "\n```",
+        "Here is the answer: " + composer_reply(),
+        composer_reply() + "\nHope this helps.",
+        json.dumps({"answer_summary": "x", "user_facing_answer": "x"}),
+        json.dumps([json.loads(composer_reply())]),
+        json.dumps({**json.loads(composer_reply()), "confidence": "high"}),
+    ],
+    ids=["markdown-fence", "text-before-json", "text-after-json", "missing-field",
+         "array-not-object", "extra-field"],
+)
+def test_generation__composer_outputs_strict_json(reply: str) -> None:
+    composer = scripted(reply, composer_reply())
+    result = run(good_output(), composer=composer)
+    rows = [a for a in result.attempts if a.role == "composer"]
+    assert [a.outcome for a in rows] == ["invalid_output", "ok"]
+    assert result.result.final_answer.model_dump() == json.loads(composer_reply())
+    # the same bad reply twice never reaches the user
+    failed = run(good_output(), composer=scripted(reply, reply))
+    assert failed.result.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
+    assert "```" not in answer_text(failed) and "Hope this helps" not in answer_text(failed)
+
+
+@pytest.mark.parametrize(
+    "new_fact",
+    [
+        "inventory-service is also failing",            # service name
+        "errors started at 13:41",                      # timestamp
+        "the pool raised CONNECTION_RESET",             # error code
+        "p99 latency reached 950ms",                    # metric value with unit
+        "v2.2.9 was the last good release",             # version
+        "pod checkout-7f9c-x2 crashed",                 # identifier
+    ],
+    ids=["service", "timestamp", "error-code", "metric-value", "version", "identifier"],
+)
+def test_generation__composer_does_not_introduce_new_facts(new_fact: str) -> None:
+    reply = composer_reply(f"checkout-service logged 1432 errors; {new_fact}.")
+    result = run(good_output(), composer=scripted(reply, reply))
+    rows = [a for a in result.attempts if a.role == "composer"]
+    assert [(a.attempt_number, a.outcome) for a in rows] == [(1, "guard_rejected"),
+                                                               (2, "guard_rejected")]
+    assert result.result.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
+    assert new_fact not in answer_text(result)
+    # the same answer without the new fact ships
+    clean = composer_reply("checkout-service logged 1432 errors at 14:07 after v2.3.1.")
+    assert run(good_output(), composer=scripted(clean)).result.status == "SUCCESS"
+
+
+# --- Requirement: Composer input SHALL honor Verifier claim checks ---------------------------
+
+def test_claim_checks__passing_claims_become_allowed_claims() -> None:
+    ci = build(Verdict.PASS, {"c1": Verification.DIRECT_OBSERVATION,
+                              "c2": Verification.UNSUPPORTED})
+    assert allowed_ids(ci) == ["c1"]
+    assert ci.allowed_claims[0].text == ERRORS_TEXT
+    assert ci.allowed_claims[0].verification is Verification.DIRECT_OBSERVATION
+
+
+def test_claim_checks__reasonable_inferences_remain_bounded() -> None:
+    contributing = verified_claim("c5", "The pool cut contributed to the errors",
+                                  kind=ClaimKind.CONTRIBUTING_FACTOR)
+    checks = {"c1": Verification.DIRECT_OBSERVATION, "c4": Verification.REASONABLE_INFERENCE,
+              "c5": Verification.REASONABLE_INFERENCE}
+    claims = [CLAIMS[0], CLAIMS[3], contributing]
+    ci = build(Verdict.PASS, checks, claims=claims)
+    assert allowed_ids(ci) == ["c1", "c4", "c5"]
+    assert {c.claim_id: c.verification for c in ci.allowed_claims}["c5"] is (
+        Verification.REASONABLE_INFERENCE)
+    # PASS with a root-cause claim: it may be stated as the root cause
+    assert render(ci).answer_summary == f"Root cause: {ROOT_TEXT}"
+    # a non-root-cause inference is never presented as the root cause
+    without_root = render(build(Verdict.PASS, checks, claims=[CLAIMS[0], contributing]))
+    assert "Root cause:" not in without_root.user_facing_answer
+    assert "no root cause is confirmed" in without_root.answer_summary
+    inferred = without_root.user_facing_answer.split("Inferred from the evidence:")[1]
+    assert contributing.text in inferred
+    # under LOW_CONFID even the root-cause claim is only a possible direction
+    low = render(build(Verdict.LOW_CONFID, checks, claims=claims))
+    assert "Root cause:" not in low.user_facing_answer
+    directions = low.user_facing_answer.split("Possible directions (not confirmed):")[1]
+    assert ROOT_TEXT in directions
+
+
+@pytest.mark.parametrize("verdict", [Verdict.PASS, Verdict.LOW_CONFID])
+def test_claim_checks__overstated_claims_are_not_confirmed_findings(verdict: Verdict) -> None:
+    ci = build(verdict, {"c1": Verification.DIRECT_OBSERVATION, "c2": Verification.OVERSTATED})
+    assert allowed_ids(ci) == ["c1"]
+    assert hypothesis_ids(ci) == ["c2"]
+    answer = render(ci).user_facing_answer
+    directions = answer.split("Possible directions (not confirmed):")[1]
+    assert RATE_TEXT in directions
+    assert answer.count(RATE_TEXT) == 1
+
+
+@pytest.mark.parametrize(
+    "withheld",
+    [Verification.UNSUPPORTED, Verification.EXTERNAL_UNKNOWN, Verification.CONTRADICTED],
+    ids=lambda v: str(v),
+)
+def test_claim_checks__unsupported_or_external_claims_are_withheld(
+    withheld: Verification,
+) -> None:
+    ci = build(Verdict.LOW_CONFID, {"c1": Verification.DIRECT_OBSERVATION, "c3": withheld},
+               gaps=[gap("c3")], rationale=f"c3 says: {DEPLOY_CLAIM_TEXT}")
+    assert allowed_ids(ci) == ["c1"] and "c3" not in hypothesis_ids(ci)
+    assert DEPLOY_CLAIM_TEXT not in ci.model_dump_json()
+    assert DEPLOY_CLAIM_TEXT not in render(ci).user_facing_answer
+    # end to end, through a scripted Verifier
+    reply = verifier_reply("LOW_CONFID", {**ALL_DIRECT, "c3": withheld.value})
+    result = run(good_output(), verifier=scripted(reply))
+    assert DEPLOY_CLAIM_TEXT not in answer_text(result)
+
+
+# --- Requirement: Composer SHALL respect verdict-specific wording ---------------------------
+
+def test_wording__pass_answer_uses_confirmed_material() -> None:
+    findings = [allowed("c1", ERRORS_TEXT), allowed("c2", RATE_TEXT)]
+    no_root = render(composer_input(Verdict.PASS, claims=findings))
+    assert "no root cause is confirmed" in no_root.answer_summary
+    assert "Root cause" not in no_root.user_facing_answer
+    confirmed = no_root.user_facing_answer.split("Confirmed findings:")[1]
+    assert ERRORS_TEXT in confirmed and RATE_TEXT in confirmed
+    root = allowed("c4", ROOT_TEXT, kind=ClaimKind.ROOT_CAUSE,
+                   verification=Verification.REASONABLE_INFERENCE)
+    with_root = render(composer_input(Verdict.PASS, claims=[*findings, root]))
+    assert with_root.answer_summary == f"Root cause: {ROOT_TEXT}"
+    result = run(good_output())
+    assert result.result.verdict is Verdict.PASS
+    assert result.result.final_answer.answer_summary == f"Root cause: {ROOT_TEXT}"
+
+
+def test_wording__low_confid_answer_separates_findings_and_gaps() -> None:
+    ci = composer_input(
+        Verdict.LOW_CONFID,
+        claims=[allowed("c1", ERRORS_TEXT),
+                allowed("c4", ROOT_TEXT, kind=ClaimKind.ROOT_CAUSE,
+                        verification=Verification.REASONABLE_INFERENCE)],
+        hypotheses=["A noisy neighbour starved payment-db"],
+        missing_info=["Pool utilization for payment-db was not queried."],
+    )
+    answer = render(ci).user_facing_answer
+    confirmed, _, rest = answer.partition("Possible directions (not confirmed):")
+    directions, _, gaps = rest.partition("Evidence gaps:")
+    assert ERRORS_TEXT in confirmed.split("Confirmed information:")[1]
+    assert "A noisy neighbour" in directions and "A noisy neighbour" not in confirmed
+    assert ROOT_TEXT in directions and ROOT_TEXT not in confirmed
+    assert "Pool utilization for payment-db was not queried." in gaps
+    assert "no root cause is confirmed" in render(ci).answer_summary
+
+
+def test_wording__reject_answer_avoids_root_cause_conclusions() -> None:
+    checks = {"c1": Verification.DIRECT_OBSERVATION, "c2": Verification.CONTRADICTED,
+              "c4": Verification.REASONABLE_INFERENCE, "c3": Verification.DIRECT_OBSERVATION}
+    root_direct = [*CLAIMS[:3], verified_claim("c4", ROOT_TEXT, kind=ClaimKind.ROOT_CAUSE)]
+    output = executor_output(hypotheses=[{"text": "The pool cut caused it", "claim_ids": ["c1"]}])
+    for verifications in (checks, {**checks, "c4": Verification.DIRECT_OBSERVATION}):
+        ci = build(Verdict.REJECT, verifications, claims=root_direct, output=output)
+        assert ci.allowed_hypotheses == []
+        assert all(c.kind is not ClaimKind.ROOT_CAUSE for c in ci.allowed_claims)
+        answer = render(ci)
+        assert answer.answer_summary == NO_RELIABLE_CONCLUSION
+        assert ROOT_TEXT not in answer.user_facing_answer
+        assert "Root cause" not in answer.user_facing_answer
+        assert "The pool cut caused it" not in answer.user_facing_answer
+
+
+# --- Requirement: Composer failures SHALL degrade safely ------------------------------------
+
+@pytest.mark.parametrize(
+    "replies",
+    [["{\"answer\": \"raw composer junk\"}", "raw composer junk again"],
+     [BudgetExceededError("spent")]],
+    ids=["exhausted-fixed-input-retry", "non-retryable-failure"],
+)
+def test_failures__malformed_composer_output_falls_back_safely(replies: list[Any]) -> None:
+    composer = scripted(*replies)
+    output = good_output(hypotheses=[{"text": "Executor-only musing about DNS",
+                                      "claim_ids": []}])
+    result = run(output, composer=composer)
+    assert len(composer.calls) == len(replies)
+    assert result.result.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
+    evaluation = result.result.self_evaluation.verifier_evaluation
+    assert evaluation.failure_reason is FallbackReason.COMPOSER_UNAVAILABLE
+    shown = answer_text(result)
+    assert "raw composer junk" not in shown and "Executor-only musing" not in shown
+    # the deterministic answer is exactly the rendering of the filtered Composer input
+    expected = render(ComposerInput.model_validate_json(composer.calls[0][1]))
+    assert result.result.final_answer.user_facing_answer == expected.user_facing_answer
+    assert ERRORS_TEXT in shown
+    # the fallback's verified sources are those of allowed claims only
+    ci = build(Verdict.LOW_CONFID, {"c1": Verification.DIRECT_OBSERVATION,
+                                    "c2": Verification.UNSUPPORTED})
+    fallback = semantic_unavailable(
+        query=QUERY, reason=FallbackReason.COMPOSER_UNAVAILABLE, composer_input=ci,
+        evidence=[evidence("c1", "1432", path="$.total"),
+                  evidence("c2", "41.8%", evidence_id="E2", path="$.series[0].peak")])
+    assert [(v.claim_id, v.path) for v in fallback.verified_sources] == [("c1", "$.total")]
+    assert RATE_TEXT not in fallback.user_facing_answer
+
+
+def test_failures__composer_audit_is_persisted() -> None:
+    ok = run(good_output())
+    evaluation = ok.result.self_evaluation.verifier_evaluation
+    assert evaluation.composer_status is StageStatus.OK
+    assert evaluation.composer_output is not None
+    assert evaluation.composer_output.model_dump() == ok.result.final_answer.model_dump()
+    audit = evaluation.composer_output.model_dump_json()
+    assert UNBOUND_LOG not in audit and LOG_500 not in audit and "projection" not in audit
+    failed = run(good_output(), composer=scripted("nope", "nope"))
+    failed_eval = failed.result.self_evaluation.verifier_evaluation
+    assert failed_eval.composer_status is StageStatus.FAILED
+    assert failed_eval.composer_output is None
+    assert failed_eval.failure_stage == "compose"
+    assert failed_eval.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
+    assert [(n, k) for n, k, _ in failed.events][-2:] == [("compose", "completed"),
+                                                          ("fallback", "completed")]
+    assert [a.outcome for a in failed.attempts if a.role == "composer"] == [
+        "invalid_output", "invalid_output"]
+
+
+def test_claim_checks__hypothesis_status_claim_is_never_confirmed() -> None:
+    hypothesis = verified_claim("c5", "payment-db ran out of connections",
+                                status=ClaimStatus.HYPOTHESIS)
+    ci = build(Verdict.PASS, {"c1": Verification.DIRECT_OBSERVATION,
+                              "c5": Verification.DIRECT_OBSERVATION},
+               claims=[CLAIMS[0], hypothesis])
+    assert allowed_ids(ci) == ["c1"] and hypothesis_ids(ci) == ["c5"]
+
+
+def test_claim_checks__executor_hypotheses_and_actions_rest_on_allowed_claims() -> None:
+    output = executor_output(
+        errors_claim(), rate_claim(), root_claim(),
+        hypotheses=[{"text": "Errors track the 41.8% peak", "claim_ids": ["c2"]},
+                    {"text": "A noisy neighbour", "claim_ids": ["c3"]},
+                    {"text": "The 9000 evictions mattered", "claim_ids": ["c2"]}],
+        recommended_actions=[{"text": "Raise the pool", "claim_ids": ["c1"]},
+                             {"text": "Page the DBA", "claim_ids": ["c3"]}],
+    )
+    ci = build(Verdict.LOW_CONFID, {"c1": Verification.DIRECT_OBSERVATION,
+                                    "c2": Verification.OVERSTATED,
+                                    "c3": Verification.UNSUPPORTED},
+               output=output)
+    texts = [h.text for h in ci.allowed_hypotheses]
+    assert "Errors track the 41.8% peak" in texts
+    assert "A noisy neighbour" not in texts          # rests on a withheld claim
+    assert "The 9000 evictions mattered" not in texts  # states a fact its claims do not
+    assert [a.text for a in ci.recommended_actions] == ["Raise the pool"]
