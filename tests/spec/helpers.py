@@ -274,13 +274,6 @@ def answer_text(result: VerifiedRun) -> str:
                       answer.user_facing_answer])
 
 
-def dumped(value: Any) -> str:
-    """JSON text of a contract or plain value, for substring checks."""
-    if hasattr(value, "model_dump_json"):
-        return str(value.model_dump_json())
-    return json.dumps(value, default=str)
-
-
 # --- model replies -------------------------------------------------------------------------
 
 
