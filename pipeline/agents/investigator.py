@@ -1,0 +1,591 @@
+"""The offline investigator: an Executor that runs the plan, follows leads, and reports claims.
+
+Turn 0 asks for the plan's calls. After results it may follow leads for at most
+`MAX_TURNS` tool turns in all: the logs, metrics, events and alerts of services named in the
+failing service's new error messages, every deployment in the hour before the onset, the
+service's Warning events when memory or restarts show up, and the runbooks for the symptom.
+Then it returns `executor_evidence_v2`: claims bound to exact paths and verbatim text of the
+stored projections (signals found by `pipeline.tools.analysis`), hypotheses, missing
+information and recommended actions citing claims.
+
+A deploy is blamed only when its service is the failing one or is named in the failing
+service's error messages, and it went out at most 90 minutes before the onset. A dependency is
+blamed only when it is named in those messages and its own anomaly starts no later than 5
+minutes after the onset. Otherwise no root cause is claimed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from models.agent import ExecutorStep, PlanStep, ToolCallRequest, Transcript
+from models.common import Intent
+from models.executor import (
+    Claim,
+    ClaimKind,
+    ClaimStatus,
+    EvidenceBinding,
+    ExecutorEvidenceV2,
+    Hypothesis,
+    RecommendedAction,
+)
+from pipeline.facts import FactSet
+from pipeline.gatekeeper import scope_text
+from pipeline.guards import unsupported_facts
+from pipeline.jsonpath import resolve
+from pipeline.text import normalize, value_text
+from pipeline.tools.analysis import DEPENDENCY_SLACK, ONSET_SLACK, Findings
+from pipeline.tools.builtin import (
+    GET_EVENTS,
+    LIST_ALERTS,
+    LIST_DEPLOYMENTS,
+    QUERY_METRICS,
+    SEARCH_LOGS,
+    SEARCH_RUNBOOKS,
+)
+from pipeline.tools.formatting import format_value, plural
+from pipeline.tools.records import iso
+from pipeline.tools.registry import ToolRegistry
+from pipeline.tools.views import CallView, Element, LogPattern, MetricView, metric_series
+
+MAX_TURNS = 3
+MAX_DEPENDENCIES = 2
+DEPLOY_SEARCH_BEFORE = timedelta(minutes=60)
+DEPLOY_SEARCH_AFTER = timedelta(minutes=5)
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+MODEL_NAME = "offline-investigator-1"
+
+
+class OfflineExecutor:
+    """Deterministic Executor over the built-in tools."""
+
+    model = MODEL_NAME
+
+    def step(self, transcript: Transcript, *, registry: ToolRegistry) -> ExecutorStep:
+        """Next tool calls, or the final `executor_evidence_v2` text."""
+        steps = next_steps(transcript, registry=registry)
+        if steps:
+            return ExecutorStep(tool_calls=requests_for(transcript, steps))
+        return ExecutorStep(final_output=final_output(transcript))
+
+
+def calls_of(transcript: Transcript) -> list[CallView]:
+    """Every invocation the transcript holds, in order."""
+    return [CallView(inv) for turn in transcript.turns for inv in turn.results]
+
+
+def final_output(transcript: Transcript) -> str:
+    """The executor_evidence_v2 JSON for everything seen so far."""
+    return investigate(transcript).output.model_dump_json(indent=2)
+
+
+def next_steps(transcript: Transcript, *, registry: ToolRegistry) -> list[PlanStep]:
+    """The calls of the next turn (empty when it is time to report)."""
+    if not transcript.turns:
+        return [s for s in transcript.plan.steps if s.tool_name in registry]
+    if (
+        len(transcript.turns) >= MAX_TURNS
+        or transcript.gaps
+        or transcript.plan.evidence_gap_only
+        or transcript.plan.intent is Intent.KNOWLEDGE_QUERY
+    ):
+        return []
+    asked = {_call_key(r.tool_name, r.arguments) for t in transcript.turns for r in t.tool_calls}
+    findings = Findings(calls_of(transcript), focus=transcript.plan.service)
+    fresh: list[PlanStep] = []
+    for step in follow_ups(findings):
+        key = _call_key(step.tool_name, step.arguments)
+        if step.tool_name in registry and key not in asked:
+            asked.add(key)
+            fresh.append(step)
+    return fresh
+
+
+def follow_ups(findings: Findings) -> list[PlanStep]:
+    """Leads worth following, given what has been found."""
+    steps: list[PlanStep] = []
+    onset = findings.onset()
+    for dependency in findings.named_dependencies()[:MAX_DEPENDENCIES]:
+        if findings.investigated(dependency):
+            continue
+        why = f"{dependency} is named in {findings.focus}'s error messages"
+        steps += [
+            PlanStep(tool_name=SEARCH_LOGS, arguments={"service": dependency, "level": "WARN"},
+                     reason=why),
+            PlanStep(tool_name=QUERY_METRICS, arguments={"service": dependency}, reason=why),
+            PlanStep(tool_name=GET_EVENTS, arguments={"service": dependency, "type": "Warning"},
+                     reason=why),
+            PlanStep(tool_name=LIST_ALERTS, arguments={"service": dependency}, reason=why),
+        ]
+    if onset is not None:
+        steps.append(PlanStep(
+            tool_name=LIST_DEPLOYMENTS,
+            arguments={"window": _window(onset - DEPLOY_SEARCH_BEFORE,
+                                         onset + DEPLOY_SEARCH_AFTER)},
+            reason=f"every deployment in the hour before the onset at {iso(onset)}",
+        ))
+    if findings.focus and findings.memory_trouble() and not findings.has_call(GET_EVENTS,
+                                                                              findings.focus):
+        steps.append(PlanStep(tool_name=GET_EVENTS,
+                              arguments={"service": findings.focus, "type": "Warning"},
+                              reason="memory pressure or restarts: look for OOMKilled pods"))
+    steps += _metric_retry(findings)
+    query = findings.symptom_words()
+    if query and not findings.has_tool(SEARCH_RUNBOOKS):
+        steps.append(PlanStep(tool_name=SEARCH_RUNBOOKS, arguments={"query": query},
+                              reason="runbooks for the observed symptom"))
+    return steps
+
+
+def _metric_retry(findings: Findings) -> list[PlanStep]:
+    """A metric filter that matched nothing: ask for every metric of the service instead."""
+    for call in findings.calls:
+        if call.tool == QUERY_METRICS and call.empty and call.argument("metric") and call.service:
+            return [PlanStep(tool_name=QUERY_METRICS, arguments={"service": call.service},
+                             reason=f"no {call.argument('metric')} metric: list every metric")]
+    return []
+
+
+def _window(start: datetime, end: datetime) -> dict[str, str]:
+    return {"start": iso(start), "end": iso(end)}
+
+
+def _call_key(tool: str, arguments: dict[str, Any]) -> str:
+    return f"{tool}:{json.dumps(arguments, sort_keys=True)}"
+
+
+def requests_for(transcript: Transcript, steps: Sequence[PlanStep]) -> list[ToolCallRequest]:
+    """Tool call requests with fresh ids shaped like Anthropic's `tool_use` ids."""
+    taken = {r.tool_call_id for t in transcript.turns for r in t.tool_calls}
+    state = transcript.model_dump_json()
+    requests = []
+    for index, step in enumerate(steps):
+        call_id = mint_tool_call_id(state, turn=len(transcript.turns), index=index, taken=taken)
+        taken.add(call_id)
+        requests.append(ToolCallRequest(tool_call_id=call_id, tool_name=step.tool_name,
+                                        arguments=step.arguments))
+    return requests
+
+
+def mint_tool_call_id(state: str, *, turn: int, index: int, taken: set[str]) -> str:
+    """`toolu_01` + 22 base62 characters, derived from the transcript state, turn and index.
+
+    The transcript holds every earlier call and result, so ids never repeat within a run (a
+    collision with an id already taken is re-drawn).
+    """
+    salt = 0
+    while True:
+        digest = hashlib.sha256(f"{state}|{turn}|{index}|{salt}".encode()).digest()
+        number = int.from_bytes(digest, "big")
+        chars = []
+        for _ in range(22):
+            number, rest = divmod(number, 62)
+            chars.append(_BASE62[rest])
+        call_id = "toolu_01" + "".join(chars)
+        if call_id not in taken:
+            return call_id
+        salt += 1
+
+
+# ==== the report ==============================================================================
+
+MAX_BURSTS = 3
+MAX_STEADY_SERIES = 3
+MAX_ALERTS = 4
+_REASON_PRIORITY = ("OOMKilled", "Evicted", "BackOff", "CrashLoopBackOff", "Expired", "Failed",
+                    "Unhealthy")
+Binding = tuple[CallView, str, str | None]
+"""(call, path, verbatim text at the path or None for the whole value)."""
+
+
+@dataclass(frozen=True)
+class Investigation:
+    """The Executor's output and the claims it withheld because its evidence did not state them
+    (a non-empty `dropped` is a defect of the investigator, and tests assert it stays empty)."""
+
+    output: ExecutorEvidenceV2
+    dropped: list[str]
+
+
+def investigate(transcript: Transcript) -> Investigation:
+    """Analyze every result in the transcript into executor_evidence_v2."""
+    return build_output(Findings(calls_of(transcript), focus=transcript.plan.service))
+
+
+@dataclass(frozen=True)
+class _Signal:
+    """One symptom, worded, with the bindings that state it."""
+
+    phrase: str
+    start: datetime | None
+    bindings: list[Binding]
+
+
+@dataclass
+class _Report:
+    claims: list[Claim] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    actions: list[RecommendedAction] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    _texts: set[str] = field(default_factory=set)
+
+    def claim(self, text: str, kind: ClaimKind, *, critical: bool,
+              bindings: Sequence[Binding]) -> str | None:
+        """Add a claim if every fact it states is in its bound text or scopes; its id."""
+        if text in self._texts:
+            return None
+        evidence: list[EvidenceBinding] = []
+        stated: list[str] = []
+        for call, path, needle in bindings:
+            value = normalize(value_text(resolve(call.document, path)))
+            matched = normalize(needle) if needle is not None else value
+            if not matched or matched not in value:
+                self.dropped.append(f"{text!r}: {matched!r} is not at {path}")
+                return None
+            stated += [matched, *scope_text(call.scope)]
+            evidence.append(EvidenceBinding(invocation_id=call.call_id, tool_name=call.tool,
+                                            path=path, matched_text=matched))
+        missing = unsupported_facts(text, FactSet.from_texts(stated))
+        if missing or not evidence:
+            self.dropped.append(f"{text!r}: not in its evidence: {[f.text for f in missing]}")
+            return None
+        claim_id = f"c{len(self.claims) + 1}"
+        self._texts.add(text)
+        self.claims.append(Claim(claim_id=claim_id, text=text, kind=kind, critical=critical,
+                                 status=ClaimStatus.CONFIRMED, evidence_bindings=evidence))
+        return claim_id
+
+    def negative(self, call: CallView, text: str, *, critical: bool) -> str | None:
+        """A NEGATIVE_OBSERVATION bound to the call's recorded scope."""
+        scope = call.scope
+        paths = [("$.scope.service", scope.service), ("$.scope.filter", scope.filter)]
+        if scope.window is not None:
+            paths += [("$.scope.window.start", scope.window.start),
+                      ("$.scope.window.end", scope.window.end)]
+        bindings: list[Binding] = [(call, path, None) for path, value in paths if value]
+        return self.claim(text, ClaimKind.NEGATIVE_OBSERVATION, critical=critical,
+                          bindings=bindings)
+
+    def action(self, text: str, claim_ids: Sequence[str | None]) -> None:
+        ids = [i for i in claim_ids if i]
+        if ids and text not in {a.text for a in self.actions}:
+            self.actions.append(RecommendedAction(text=text, claim_ids=ids))
+
+    def hypothesis(self, text: str, claim_ids: Sequence[str | None]) -> None:
+        ids = [i for i in claim_ids if i]
+        if ids:
+            self.hypotheses.append(Hypothesis(text=text, claim_ids=ids))
+
+
+def build_output(findings: Findings) -> Investigation:
+    """Claims, hypotheses, missing information and actions for what was found."""
+    report = _Report()
+    focus = findings.focus
+    onset = findings.onset()
+    quiet = onset is None
+    deploy, dependency = _blame(findings, onset)
+    symptom_ids = _service_claims(report, findings, focus, critical=True, quiet=quiet)
+    root_id = None
+    if deploy is not None:
+        root_id = _deploy_root_cause(report, findings, deploy)
+    elif dependency is not None:
+        root_id = _dependency_root_cause(report, findings, dependency)
+    factor_ids = _contributing_factors(report, findings, onset)
+    deploy_ids = _deployment_claims(report, findings, blamed=deploy, quiet=quiet)
+    for name in findings.named_dependencies():
+        _service_claims(report, findings, name, critical=name == dependency, quiet=False)
+    _alert_claims(report, findings, quiet=quiet)
+    runbook_ids = _runbook_claims(report, findings)
+    _conclude(report, findings, root_id=root_id, deploy=deploy, dependency=dependency,
+              symptom_ids=[] if quiet else symptom_ids + factor_ids, deploy_ids=deploy_ids,
+              runbook_ids=runbook_ids)
+    output = ExecutorEvidenceV2(claims=report.claims, hypotheses=report.hypotheses,
+                                missing_info=report.missing,
+                                recommended_actions=report.actions)
+    return Investigation(output=output, dropped=report.dropped)
+
+
+def _blame(findings: Findings, onset: datetime | None) -> tuple[Element | None, str | None]:
+    """The deploy or the dependency the evidence chain supports, if any."""
+    if onset is None or findings.focus is None:
+        return None, None
+    suspects = {findings.focus, *findings.named_dependencies()}
+    deploys = [d for d in findings.deployments
+               if d.text("service") in suspects and d.text("status") in ("", "succeeded")
+               and findings.deploy_in_time(d, onset)]
+    if deploys:
+        return max(deploys, key=lambda d: d.text("deployed_at")), None
+    timed = [(own, name) for name in findings.named_dependencies()
+             if (own := findings.dependency_in_time(name, onset)) is not None]
+    return (None, min(timed)[1]) if timed else (None, None)
+
+
+# ---- per-service claims ------------------------------------------------------------------
+
+def _service_claims(report: _Report, findings: Findings, service: str | None, *,
+                    critical: bool, quiet: bool) -> list[str]:
+    """What the service's logs, metrics and events show; ids of its symptom claims."""
+    ids: list[str | None] = []
+    for call in findings.log_calls(service):
+        ids += _log_claims(report, findings, call, service, critical=critical, quiet=quiet)
+    for call in findings.calls:
+        if call.tool == QUERY_METRICS and call.ready and call.service == service:
+            ids += _metric_claims(report, call, critical=critical, quiet=quiet)
+    for call in findings.calls:
+        if call.tool == GET_EVENTS and call.ready and call.service == service:
+            ids += _event_claims(report, call, critical=critical, quiet=quiet)
+    return [i for i in ids if i]
+
+
+def _log_claims(report: _Report, findings: Findings, call: CallView, service: str | None, *,
+                critical: bool, quiet: bool) -> list[str | None]:
+    if call.empty:
+        level = call.argument("level")
+        what = f"log lines at {level} or above" if level else "log lines"
+        query = call.argument("query")
+        matching = f' matching "{query}"' if query else ""
+        window = call.scope.window
+        span = f" between {window.start} and {window.end}" if window else ""
+        return [report.negative(call, f"No {what}{matching} were found for "
+                                f"{service or 'any service'}{span}", critical=critical and quiet)]
+    bursts = [b for b in findings.bursts(service) if b.call is call][:MAX_BURSTS]
+    if not bursts:
+        return [report.claim(f"Nothing new in these logs: {call.document.get('summary')}",
+                             ClaimKind.FINDING, critical=critical and quiet,
+                             bindings=[(call, "$.summary", None)])]
+    return [report.claim(f"New in this window: {b.text('summary')}", ClaimKind.FINDING,
+                         critical=critical, bindings=[(call, b.at("summary"), None)])
+            for b in bursts]
+
+
+def _metric_claims(report: _Report, call: CallView, *, critical: bool,
+                   quiet: bool) -> list[str | None]:
+    if call.empty:
+        metric = call.argument("metric")
+        what = f'metrics matching "{metric}"' if metric else "metrics"
+        return [report.negative(call, f"No {what} were found for {call.service or 'any service'}",
+                                critical=False)]
+    series = metric_series(call)
+    shifted = [s for s in series if s.shifted]
+    ids = [report.claim(s.text("summary"), ClaimKind.FINDING, critical=critical,
+                        bindings=[(call, s.at("summary"), None)]) for s in shifted]
+    if not shifted:
+        steady = [s for s in series if s.text("shift") == "none"][:MAX_STEADY_SERIES]
+        ids += [report.claim(s.text("summary"), ClaimKind.NEGATIVE_OBSERVATION,
+                             critical=critical and quiet, bindings=[(call, s.at("summary"), None)])
+                for s in steady]
+    return ids
+
+
+def _event_claims(report: _Report, call: CallView, *, critical: bool,
+                  quiet: bool) -> list[str | None]:
+    if call.empty:
+        kind = f"{call.argument('type')} events" if call.argument("type") else "events"
+        return [report.negative(call, f"No Kubernetes {kind} were found for the objects of "
+                                f"{call.service or 'any service'}", critical=critical and quiet)]
+    return [report.claim(data["summary"], ClaimKind.FINDING, critical=critical,
+                         bindings=[(call, f"{path}.summary", None)])
+            for path, data in call.items("reasons") if data.get("type") == "Warning"]
+
+
+# ---- root cause and contributing factors ---------------------------------------------------
+
+def _hhmm(moment: datetime | None) -> str:
+    return moment.strftime("%H:%M") if moment else "an unknown time"
+
+
+def _event_signal(reason: Element, service: str) -> _Signal:
+    count = int(reason.number("events"))
+    phrase = (f"{service} had {plural(count, reason.text('reason') + ' event')} from "
+              f"{_hhmm(reason.time('first_ts'))} UTC, e.g. '{reason.text('example')}'")
+    return _Signal(phrase, reason.time("first_ts"), [(reason.call, reason.at("summary"), None)])
+
+
+def _burst_signal(burst: LogPattern) -> _Signal:
+    phrase = (f"{burst.service} logged {plural(burst.count, burst.text('level') + ' line')} from "
+              f"{_hhmm(burst.time('first_ts'))} UTC such as '{burst.text('example')}'")
+    return _Signal(phrase, burst.time("first_ts"), [(burst.call, burst.at("summary"), None)])
+
+
+def _shift_signal(series: MetricView) -> _Signal:
+    direction = series.text("shift")
+    field_name = "low" if direction == "down" else "peak"
+    extreme = format_value(series.number(field_name), series.text("unit"))
+    phrase = (f"{series.text('metric')} of {series.text('service')} shifted {direction} from "
+              f"baseline at {_hhmm(series.time('onset'))} UTC ({field_name} {extreme} at "
+              f"{_hhmm(series.time(field_name + '_at'))} UTC)")
+    return _Signal(phrase, series.time("onset"), [(series.call, series.at("summary"), None)])
+
+
+def _reason_rank(reason: Element) -> tuple[int, float]:
+    name = reason.text("reason")
+    priority = _REASON_PRIORITY.index(name) if name in _REASON_PRIORITY else len(_REASON_PRIORITY)
+    return priority, -reason.number("events")
+
+
+def _symptom(findings: Findings, service: str, *, naming: str | None = None) -> _Signal | None:
+    """The service's strongest symptom; with `naming`, a log burst naming that service."""
+    bursts = findings.bursts(service)
+    if naming is not None:
+        named = [b for b in bursts if naming in b.text("example").lower()]
+        return _burst_signal(named[0]) if named else None
+    reasons = findings.warning_reasons(service)
+    if reasons:
+        return _event_signal(min(reasons, key=_reason_rank), service)
+    if bursts:
+        return _burst_signal(bursts[0])
+    shifts = findings.shifts(service)
+    return _shift_signal(shifts[0]) if shifts else None
+
+
+def _deploy_root_cause(report: _Report, findings: Findings, deploy: Element) -> str | None:
+    assert findings.focus is not None
+    symptom = _symptom(findings, findings.focus)
+    if symptom is None:
+        return None
+    change = f" ({deploy.text('change')})" if deploy.text("change") else ""
+    text = (f"Deploy {deploy.text('service')} {deploy.text('version')} at "
+            f"{_hhmm(deploy.time('deployed_at'))} UTC{change} caused the problems that began at "
+            f"{_hhmm(symptom.start)} UTC: {symptom.phrase}")
+    return report.claim(text, ClaimKind.ROOT_CAUSE, critical=True,
+                        bindings=[(deploy.call, deploy.at("summary"), None), *symptom.bindings])
+
+
+def _dependency_signal(findings: Findings, dependency: str, onset: datetime) -> _Signal | None:
+    """The dependency's signal closest to the focus's onset: events, then shifts, then bursts."""
+    near = [r for r in findings.warning_reasons(dependency)
+            if (t := r.time("first_ts")) is not None and abs(t - onset) <= DEPENDENCY_SLACK]
+    if near:
+        return _event_signal(min(near, key=_reason_rank), dependency)
+    shifts = findings.shifts(dependency)
+    if shifts:
+        return _shift_signal(shifts[0])
+    bursts = findings.bursts(dependency)
+    return _burst_signal(bursts[0]) if bursts else None
+
+
+def _dependency_root_cause(report: _Report, findings: Findings, dependency: str) -> str | None:
+    assert findings.focus is not None
+    onset = findings.onset()
+    symptom = _symptom(findings, findings.focus, naming=dependency)
+    signal = _dependency_signal(findings, dependency, onset) if onset else None
+    if symptom is None or signal is None:
+        return None
+    text = f"{dependency} is where the problems start: {symptom.phrase}, and {signal.phrase}"
+    return report.claim(text, ClaimKind.ROOT_CAUSE, critical=True,
+                        bindings=[*symptom.bindings, *signal.bindings])
+
+
+def _contributing_factors(report: _Report, findings: Findings,
+                          onset: datetime | None) -> list[str]:
+    """Warning events of the focus or a named dependency that began before the onset."""
+    if onset is None or findings.focus is None:
+        return []
+    ids = []
+    for service in (findings.focus, *findings.named_dependencies()):
+        for reason in findings.warning_reasons(service):
+            start = reason.time("first_ts")
+            if start is not None and start < onset - ONSET_SLACK:
+                signal = _event_signal(reason, service)
+                ids.append(report.claim(f"Before the problems began, {signal.phrase}",
+                                        ClaimKind.CONTRIBUTING_FACTOR, critical=False,
+                                        bindings=signal.bindings))
+    return [i for i in ids if i]
+
+
+# ---- deployments, alerts, runbooks ---------------------------------------------------------
+
+def _deployment_claims(report: _Report, findings: Findings, *, blamed: Element | None,
+                       quiet: bool) -> list[str]:
+    ids = []
+    for deploy in findings.deployments:
+        ids.append(report.claim(deploy.text("summary"), ClaimKind.FINDING,
+                                critical=deploy is blamed,
+                                bindings=[(deploy.call, deploy.at("summary"), None)]))
+    for call in findings.calls:
+        if call.tool == LIST_DEPLOYMENTS and call.empty:
+            window = call.scope.window
+            span = f" between {window.start} and {window.end}" if window else ""
+            report.negative(call, f"No deployments of {call.service or 'any service'} were "
+                            f"rolled out{span}", critical=quiet and call.service == findings.focus)
+    return [i for i in ids if i]
+
+
+def _alert_claims(report: _Report, findings: Findings, *, quiet: bool) -> None:
+    for alert in findings.alerts[:MAX_ALERTS]:
+        report.claim(alert.text("summary"), ClaimKind.FINDING, critical=False,
+                     bindings=[(alert.call, alert.at("summary"), None)])
+    for call in findings.calls:
+        if call.tool == LIST_ALERTS and call.empty:
+            window = call.scope.window
+            span = f" between {window.start} and {window.end}" if window else ""
+            report.negative(call, f"No alerts were active for {call.service or 'any service'}"
+                            f"{span}", critical=quiet and call.service == findings.focus)
+
+
+def _runbook_claims(report: _Report, findings: Findings) -> list[tuple[str, Element]]:
+    found = []
+    for call in findings.calls:
+        if call.tool == SEARCH_RUNBOOKS and call.empty:
+            report.negative(call, f"No runbook matched \"{call.scope.filter}\"", critical=False)
+    for document in findings.documents()[:1]:
+        claim_id = report.claim(
+            f"Runbook {document.text('doc_id')} ({document.text('title')}) is the best match "
+            "for the observed symptom",
+            ClaimKind.FINDING, critical=False,
+            bindings=[(document.call, document.at("doc_id"), None),
+                      (document.call, document.at("title"), None)],
+        )
+        if claim_id:
+            found.append((claim_id, document))
+    return found
+
+
+def _conclude(report: _Report, findings: Findings, *, root_id: str | None,
+              deploy: Element | None, dependency: str | None, symptom_ids: list[str],
+              deploy_ids: list[str], runbook_ids: list[tuple[str, Element]]) -> None:
+    """Hypotheses, missing information and actions, each citing the claims behind it."""
+    focus = findings.focus or "the service"
+    for call in findings.calls:
+        if not call.ready:
+            who = call.argument("service") or "all services"
+            report.missing.append(f"The {call.tool} call for {who} failed, so its evidence "
+                                  "is missing.")
+    if deploy is not None and root_id:
+        previous = deploy.text("previous_version")
+        target = f" to {previous}" if previous else ""
+        report.action(f"Roll back {deploy.text('service')}{target} or revert the change "
+                      f"({deploy.text('change')}), then watch {focus}'s error rate and latency",
+                      [root_id, *deploy_ids])
+    elif dependency is not None and root_id:
+        report.action(f"Escalate to the owners of {dependency} and limit the impact on {focus} "
+                      "(shorter timeouts, fewer retries or a circuit breaker) until it recovers",
+                      [root_id])
+    elif symptom_ids:
+        for name in findings.named_dependencies():
+            report.hypothesis(f"The {focus} problems may come from {name}, which its messages "
+                              "name", symptom_ids[:1])
+        report.hypothesis(f"Something outside the queried data changed shortly before the "
+                          f"{focus} problems began", symptom_ids[:1])
+        report.missing.append("No deployment, dependency anomaly or Kubernetes event in the "
+                              f"queried data lines up with the onset of the {focus} problems.")
+        report.action(f"Check what changed for {focus} outside the queried data "
+                      "(configuration, feature flags, data, traffic, upstream providers)",
+                      symptom_ids[:1])
+    else:
+        negatives = [c.claim_id for c in report.claims
+                     if c.kind is ClaimKind.NEGATIVE_OBSERVATION and c.critical]
+        report.action(f"No action is indicated for {focus} by this evidence; if users still "
+                      "report problems, widen the time window or look at traces", negatives)
+    for claim_id, document in runbook_ids:
+        steps = document.data.get("steps") or []
+        first = f", starting with: {steps[0]}" if steps and isinstance(steps[0], str) else ""
+        report.action(f"Follow runbook {document.text('doc_id')} ({document.text('title')})"
+                      f"{first}", [claim_id, root_id or (symptom_ids[0] if symptom_ids else None)])
+    report.missing.append("Traces, request payloads and database internals were not examined.")

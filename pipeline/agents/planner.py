@@ -1,0 +1,179 @@
+"""The offline Planner: intent from the wording, tools and arguments from the symptoms named.
+
+Deterministic. The service comes from the question (a known service, else a service-like name),
+else from the previous turn. Symptoms map to tools: errors → ERROR logs and the error-rate
+metric; latency → the latency metric and WARN logs; crashes, restarts and OOM → Warning events,
+the memory metric and WARN logs; nothing recognisable → WARN logs and every metric. Deployments
+and alerts of the service are always listed. A KNOWLEDGE_QUERY is exactly one runbook search.
+In EVIDENCE_GAP_ONLY mode the plan is built from the Verifier's gaps alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from models.agent import Plan, PlanStep, PreviousTurn
+from models.common import Intent
+from models.verifier import EvidenceGap
+from pipeline.tools.builtin import (
+    GET_EVENTS,
+    LIST_ALERTS,
+    LIST_DEPLOYMENTS,
+    QUERY_METRICS,
+    SEARCH_LOGS,
+    SEARCH_RUNBOOKS,
+)
+from pipeline.tools.registry import ToolRegistry
+
+DEPLOY_LOOKBACK_MINUTES = 240
+"""Deployments are listed further back than the default window: a rollout precedes its effects."""
+
+_KNOWLEDGE = re.compile(
+    r"^\s*(?:how\s+(?:do|can|should|would|to)\b|how\s+is\s+\w+\s+(?:done|rotated|configured)\b"
+    r"|what(?:'s|\s+is|\s+are)\s+the\s+(?:procedure|process|steps|runbook|policy|playbook)\b"
+    r"|(?:where|is\s+there)\b.*\b(?:runbook|playbook|procedure)\b"
+    r"|(?:show|find|give)\s+me\s+the\s+(?:runbook|procedure|steps)\b)"
+    r"|\b(?:runbook|playbook|step[- ]by[- ]step|procedure\s+for|steps\s+to)\b",
+    re.IGNORECASE,
+)
+_DIAGNOSIS = re.compile(r"^\s*(?:why|what(?:'s|\s+is)\s+(?:wrong|happening|going on))\b", re.I)
+_SYMPTOMS: dict[str, re.Pattern[str]] = {
+    "crash": re.compile(
+        r"\b(?:crash\w*|restart\w*|oom\w*|out\s+of\s+memory|killed|evict\w*|backoff|"
+        r"crashloop\w*|memory)\b", re.I),
+    "latency": re.compile(
+        r"\b(?:slow\w*|latenc\w*|p9\d|timeouts?|timing\s+out|timed\s+out|lag\w*|sluggish|"
+        r"hang\w*|delay\w*)\b", re.I),
+    "errors": re.compile(
+        r"\b(?:5\d\d|5xx|4xx|errors?|exceptions?|fail\w*|broken|outage|down|unavailable|"
+        r"refus\w*|certificate|cert|tls|ssl|x509|handshake)\b|\b5\d\ds\b", re.I),
+}
+_SERVICE_WORD = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+_SERVICE_SUFFIXES = ("service", "api", "svc", "db", "gateway", "worker", "server", "frontend",
+                     "backend", "app", "proxy", "cache", "queue", "web", "portal", "consumer")
+
+
+def classify_intent(query: str) -> Intent:
+    """KNOWLEDGE_QUERY for how-to and procedure questions, DIAGNOSIS otherwise."""
+    if _DIAGNOSIS.search(query):
+        return Intent.DIAGNOSIS
+    return Intent.KNOWLEDGE_QUERY if _KNOWLEDGE.search(query) else Intent.DIAGNOSIS
+
+
+def find_service(text: str, known_services: Iterable[str] | None = None) -> str | None:
+    """The service a text names: the longest known service in it, else a service-like word."""
+    lowered = text.lower()
+    known = sorted(set(known_services or ()), key=len, reverse=True)
+    for name in known:
+        if re.search(rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])", lowered):
+            return name
+    words: list[str] = _SERVICE_WORD.findall(lowered)
+    return next((w for w in words if w.rsplit("-", 1)[-1] in _SERVICE_SUFFIXES), None)
+
+
+class OfflinePlanner:
+    """Plans an investigation from the question's wording, or from evidence gaps."""
+
+    model = "offline-planner-1"
+
+    def plan(
+        self,
+        query: str,
+        *,
+        registry: ToolRegistry,
+        previous_turn: PreviousTurn | None = None,
+        gaps: Sequence[EvidenceGap] | None = None,
+        known_services: Iterable[str] | None = None,
+    ) -> Plan:
+        """The plan for this cycle; gaps switch to EVIDENCE_GAP_ONLY mode."""
+        known = list(known_services or ())
+        service = find_service(query, known)
+        if service is None and previous_turn is not None:
+            service = find_service(f"{previous_turn.query} {previous_turn.answer_summary}", known)
+        if gaps:
+            return _gap_plan(gaps, service=service, registry=registry)
+        intent = classify_intent(query)
+        if intent is Intent.KNOWLEDGE_QUERY:
+            step = PlanStep(tool_name=SEARCH_RUNBOOKS, arguments={"query": query},
+                            reason="knowledge question: look it up in the runbooks")
+            return Plan(intent=intent, service=service,
+                        steps=[step] if SEARCH_RUNBOOKS in registry else [],
+                        notes="one runbook lookup")
+        symptoms = [name for name, pattern in _SYMPTOMS.items() if pattern.search(query)]
+        steps = _diagnosis_steps(service, symptoms)
+        return Plan(
+            intent=intent, service=service,
+            steps=[s for s in steps if s.tool_name in registry],
+            notes=f"service: {service or 'not named'}; symptoms: {', '.join(symptoms) or 'none'}",
+        )
+
+
+def _args(service: str | None, **extra: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {"service": service} if service else {}
+    arguments.update({k: v for k, v in extra.items() if v is not None})
+    return arguments
+
+
+def _diagnosis_steps(service: str | None, symptoms: Sequence[str]) -> list[PlanStep]:
+    who = service or "all services"
+    steps: list[PlanStep] = []
+    log_level = "ERROR" if symptoms == ["errors"] else "WARN"
+    steps.append(PlanStep(tool_name=SEARCH_LOGS, arguments=_args(service, level=log_level),
+                          reason=f"{log_level} and worse log lines of {who}, grouped by message"))
+    metrics = {"errors": "error", "latency": "latency", "crash": "memory"}
+    for symptom in symptoms:
+        steps.append(PlanStep(
+            tool_name=QUERY_METRICS, arguments=_args(service, metric=metrics[symptom]),
+            reason=f"{metrics[symptom]} metrics of {who} against their baseline",
+        ))
+    if not symptoms:
+        steps.append(PlanStep(tool_name=QUERY_METRICS, arguments=_args(service),
+                              reason=f"every metric of {who} against its baseline"))
+    if "crash" in symptoms:
+        steps.append(PlanStep(tool_name=GET_EVENTS, arguments=_args(service, type="Warning"),
+                              reason=f"Warning events (OOMKilled, BackOff ...) of {who}'s pods"))
+    steps.append(PlanStep(
+        tool_name=LIST_DEPLOYMENTS,
+        arguments=_args(service, lookback_minutes=DEPLOY_LOOKBACK_MINUTES),
+        reason=f"deployments of {who} in the last {DEPLOY_LOOKBACK_MINUTES} minutes",
+    ))
+    steps.append(PlanStep(tool_name=LIST_ALERTS, arguments=_args(service),
+                          reason=f"alerts of {who} in the window"))
+    return steps
+
+
+_GAP_DEFAULTS: dict[str, dict[str, Any]] = {
+    SEARCH_LOGS: {"level": "WARN"},
+    QUERY_METRICS: {},
+    GET_EVENTS: {"type": "Warning"},
+    LIST_DEPLOYMENTS: {"lookback_minutes": DEPLOY_LOOKBACK_MINUTES},
+    LIST_ALERTS: {},
+}
+
+
+def _gap_plan(
+    gaps: Sequence[EvidenceGap], *, service: str | None, registry: ToolRegistry
+) -> Plan:
+    """One call per distinct gap tool, scoped to the service in question; nothing else."""
+    steps: list[PlanStep] = []
+    seen: set[str] = set()
+    for gap in gaps:
+        tool = gap.suggested_tool or SEARCH_LOGS
+        tool = tool if tool in registry else SEARCH_LOGS
+        if tool not in registry:
+            continue
+        if tool == SEARCH_RUNBOOKS:
+            arguments: dict[str, Any] = {"query": gap.description}
+        else:
+            arguments = _args(service, **_GAP_DEFAULTS.get(tool, {}))
+        key = f"{tool}:{sorted(arguments.items())}"
+        concerning = f"claim {gap.claim_id}" if gap.claim_id else "the diagnosis"
+        if key in seen:
+            continue
+        seen.add(key)
+        steps.append(PlanStep(tool_name=tool, arguments=arguments,
+                              reason=f"evidence gap on {concerning}: {gap.description}"))
+    return Plan(intent=Intent.DIAGNOSIS, service=service, steps=steps, evidence_gap_only=True,
+                notes=f"{len(steps)} calls for {len(gaps)} evidence gaps")

@@ -1,0 +1,163 @@
+"""`search_logs`: counts, the most frequent message patterns and the first hits in a window.
+
+Every pattern also carries its count in the preceding window of the same length, so a burst
+(a pattern that is new or much more frequent) can be told from everyday noise.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from models.invocation import QueryScope
+from pipeline.tools.formatting import plural
+from pipeline.tools.records import LEVEL_RANK, LEVELS, Level, LogEntry
+from pipeline.tools.source import IncidentSource, ToolOutput, WindowedArgs, minutes, time_window
+
+TOP_PATTERNS = 8
+DESCRIPTION = (
+    "Search the log lines of a service (or of all services) in a time window. Filters: minimum "
+    "level (ERROR also returns FATAL; WARN also returns ERROR and FATAL) and query words that "
+    "must all occur in the message (case-insensitive). Returns the total, counts by level, the "
+    "most frequent message patterns (variable parts such as ids and numbers replaced) with their "
+    "counts, first/last time, an example line, the count in the preceding window of equal length "
+    "and a one-line summary, then the first matching lines in time order."
+)
+
+
+class SearchLogsArgs(WindowedArgs):
+    """Arguments of search_logs."""
+
+    service: str | None = Field(default=None, description="Service; all services if omitted.")
+    query: str | None = Field(
+        default=None, max_length=300, description="Words that must all occur in the message."
+    )
+    level: Level | None = Field(default=None, description="Minimum level: DEBUG ... FATAL.")
+    limit: int = Field(default=20, ge=1, le=200, description="How many matching lines to list.")
+
+
+@dataclass
+class _Group:
+    service: str
+    level: str
+    pattern: str
+    example: str
+    first: str
+    last: str
+    count: int = 0
+    previous: int = 0
+
+
+@dataclass
+class _Matcher:
+    rank: int
+    terms: list[str] = field(default_factory=list)
+
+    def __call__(self, entry: LogEntry) -> bool:
+        return entry.rank >= self.rank and all(t in entry.lowered for t in self.terms)
+
+
+def search_logs(source: IncidentSource, args: SearchLogsArgs) -> ToolOutput:
+    """Run one log search."""
+    start, end = args.resolve(source.now)
+    entries = source.log_entries(args.service)
+    matcher = _Matcher(
+        rank=LEVEL_RANK[args.level] if args.level else 0,
+        terms=(args.query or "").lower().split(),
+    )
+    matched = [e for e in _between(entries, start, end) if matcher(e)]
+    span = end - start
+    previous = [e for e in _between(entries, start - span, start) if matcher(e)]
+    groups = _groups(matched, previous)
+    by_level = {level: 0 for level in LEVELS}
+    for entry in matched:
+        by_level[entry.level] += 1
+    window = time_window(start, end)
+    scope = QueryScope(service=args.service, window=window, filter=_filter_text(args))
+    who = args.service or "all services"
+    what = plural(len(matched), "line") + (f" at {args.level} or above" if args.level else "")
+    summary = (
+        f"{what} from {who} between {window.start} and {window.end} "
+        f"({len(previous)} in the preceding {minutes(span)} minutes)"
+    )
+    result: dict[str, Any] = {
+        "total": len(matched),
+        "previous_window_total": len(previous),
+        "by_level": {k: v for k, v in by_level.items() if v},
+        "summary": summary,
+        "top_messages": [_group_json(g, minutes(span)) for g in groups[:TOP_PATTERNS]],
+        "hits": [_hit_json(e) for e in matched[: args.limit]],
+    }
+    return ToolOutput(result=result, scope=scope, found=bool(matched))
+
+
+def _between(entries: Sequence[LogEntry], start: datetime, end: datetime) -> Sequence[LogEntry]:
+    times = _Times(entries)
+    return entries[bisect.bisect_left(times, start): bisect.bisect_right(times, end)]
+
+
+class _Times(Sequence[datetime]):
+    """A view of entry times for bisect, without copying."""
+
+    def __init__(self, entries: Sequence[LogEntry]) -> None:
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._entries[index].at
+
+
+def _groups(matched: Sequence[LogEntry], previous: Sequence[LogEntry]) -> list[_Group]:
+    groups: dict[tuple[str, str, str], _Group] = {}
+    for entry in matched:
+        key = (entry.service, entry.level, entry.pattern)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group(entry.service, entry.level, entry.pattern,
+                                         entry.message, entry.ts, entry.ts)
+        group.count += 1
+        group.last = entry.ts
+    for entry in previous:
+        group = groups.get((entry.service, entry.level, entry.pattern))
+        if group is not None:
+            group.previous += 1
+    return sorted(groups.values(), key=lambda g: (-g.count, -LEVEL_RANK[g.level], g.first))
+
+
+def _group_json(group: _Group, span_minutes: int) -> dict[str, Any]:
+    summary = (
+        f"{plural(group.count, group.level + ' line')} from {group.service} between "
+        f"{group.first} and {group.last} ({group.previous} in the preceding {span_minutes} "
+        f"minutes): {group.example}"
+    )
+    return {
+        "service": group.service, "level": group.level, "pattern": group.pattern,
+        "example": group.example, "count": group.count, "previous_count": group.previous,
+        "first_ts": group.first, "last_ts": group.last, "summary": summary,
+    }
+
+
+def _hit_json(entry: LogEntry) -> dict[str, Any]:
+    hit: dict[str, Any] = {"ts": entry.ts, "service": entry.service, "level": entry.level,
+                           "message": entry.message}
+    if entry.pod:
+        hit["pod"] = entry.pod
+    if entry.trace_id:
+        hit["trace_id"] = entry.trace_id
+    return hit
+
+
+def _filter_text(args: SearchLogsArgs) -> str | None:
+    parts = []
+    if args.level:
+        parts.append(f"level >= {args.level}")
+    if args.query:
+        parts.append(f'message contains "{args.query}"')
+    return " AND ".join(parts) or None

@@ -1,0 +1,128 @@
+"""What tools read (an `IncidentSource`), what they return (`ToolOutput`), and time windows.
+
+A scenario folder implements `IncidentSource` (see `pipeline.scenarios.Scenario`); any other
+store of logs, metrics, alerts, deployments, events and runbooks can implement it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from models.invocation import QueryScope, TimeWindow
+from pipeline.tools.records import (
+    Alert,
+    Deployment,
+    KubeEvent,
+    LogEntry,
+    MetricSeries,
+    Timestamp,
+    iso,
+)
+
+if TYPE_CHECKING:
+    from pipeline.tools.runbooks import RunbookIndex
+
+DEFAULT_LOOKBACK_MINUTES = 120
+"""Without a window, tools look at the two hours before the source's `now`."""
+
+
+class IncidentSource(Protocol):
+    """Read access to one incident's data, every sequence in time order."""
+
+    @property
+    def now(self) -> datetime:
+        """The time the question is asked; default windows end here."""
+        ...
+
+    def log_entries(self, service: str | None = None) -> Sequence[LogEntry]:
+        """Log lines of one service (or all), sorted by time."""
+        ...
+
+    def metric_series(self, service: str | None = None) -> Sequence[MetricSeries]:
+        """Metric series of one service (or all)."""
+        ...
+
+    def alerts(self) -> Sequence[Alert]:
+        """Every alert."""
+        ...
+
+    def deployments(self) -> Sequence[Deployment]:
+        """Every deployment, by deployed_at."""
+        ...
+
+    def events(self) -> Sequence[KubeEvent]:
+        """Every Kubernetes event, by ts."""
+        ...
+
+    def runbook_index(self) -> RunbookIndex:
+        """The BM25 index over the runbooks."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A tool's result: result keys for the projection, the scope it covered, and whether it
+    found evidence (a successful query with zero matches has `found=False`)."""
+
+    result: dict[str, Any]
+    scope: QueryScope
+    found: bool
+
+
+class ArgsModel(BaseModel):
+    """Base of tool argument models: unknown arguments are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WindowArg(ArgsModel):
+    """An explicit time window."""
+
+    start: Timestamp = Field(description="Window start, ISO 8601.")
+    end: Timestamp = Field(description="Window end, ISO 8601.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WindowArg:
+        if self.end <= self.start:
+            raise ValueError("window end must be after its start")
+        return self
+
+
+class WindowedArgs(ArgsModel):
+    """Arguments shared by tools over a time window."""
+
+    window: WindowArg | None = Field(
+        default=None, description="Time window; default the lookback before the incident's now."
+    )
+    lookback_minutes: int | None = Field(
+        default=None, ge=1, le=7 * 24 * 60,
+        description="Without a window: minutes before now to look at (default 120).",
+    )
+
+    @model_validator(mode="after")
+    def _one_window(self) -> WindowedArgs:
+        if self.window is not None and self.lookback_minutes is not None:
+            raise ValueError("give either window or lookback_minutes, not both")
+        return self
+
+    def resolve(self, now: datetime) -> tuple[datetime, datetime]:
+        """The window to query: explicit, else `lookback_minutes` (default 120) before now."""
+        if self.window is not None:
+            return self.window.start, self.window.end
+        minutes = self.lookback_minutes or DEFAULT_LOOKBACK_MINUTES
+        return now - timedelta(minutes=minutes), now
+
+
+def time_window(start: datetime, end: datetime) -> TimeWindow:
+    """The scope's window in canonical text."""
+    return TimeWindow(start=iso(start), end=iso(end))
+
+
+def minutes(span: timedelta) -> int:
+    """A span in whole minutes."""
+    return int(span.total_seconds() // 60)
