@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 
 
@@ -21,6 +22,7 @@ class FactKind(StrEnum):
     ERROR_CODE = "error_code"
     QUANTITY = "quantity"
     IDENTIFIER = "identifier"
+    NAME = "name"
     SERVICE = "service"
 
 
@@ -62,7 +64,9 @@ _COUNT_NOUNS = (
     "errors|error|requests|request|responses|response|pods|pod|replicas|replica|restarts|restart"
     "|events|event|alerts|alert|lines|line|hits|hit|timeouts|timeout|connections|connection"
     "|retries|retry|failures|failure|exceptions|exception|kills|nodes|node|instances|instance"
-    "|deployments|deployment|users|orders|messages|jobs|times"
+    "|deployments|deployment|users|orders|messages|message|jobs|job|times|attempts|attempt"
+    "|tries|calls|call|queries|query|rows|records|record|workers|threads|processes"
+    "|containers|container|hosts|host|partitions|consumers|items|files|checks|probes|sessions"
 )
 _UNIT_ALT = "|".join(
     re.escape(u) for u in sorted(_UNITS, key=len, reverse=True) if u not in {"%"}
@@ -96,8 +100,9 @@ _PATTERNS: list[tuple[FactKind, re.Pattern[str]]] = [
         r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b")),
     (FactKind.QUANTITY, re.compile(
         r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-        rf"(?:\s?%|\s?(?:{_UNIT_ALT})(?![\w/])|\s(?:{_COUNT_NOUNS})\b)?",
+        rf"(?:(?-i:[kKMB]|bn)(?!\w)|\s?%|\s?(?:{_UNIT_ALT})(?![\w/])|\s(?:{_COUNT_NOUNS})\b)?",
         re.IGNORECASE)),
+    (FactKind.NAME, re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z0-9]*)+\b")),
     (FactKind.SERVICE, re.compile(r"\b[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+\b")),
 ]
 
@@ -107,49 +112,71 @@ _SERVICE_PARTS = frozenset(
     "consumer producer store storage auth payments payment checkout cart inventory search "
     "orders order billing notification notifications shipping catalog user users".split()
 )
+_MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "bn": 1e9}
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 
 
-def extract_facts(text: str) -> list[Fact]:
-    """Every concrete fact in `text`, in the order the patterns claim them (no overlaps)."""
-    taken: list[tuple[int, int]] = []
+def extract_facts(text: str, *, single_digits: bool = False) -> list[Fact]:
+    """Every concrete fact in `text`, in the order the patterns claim them (no overlaps).
+
+    A bare single digit says too little to be a claim's fact; as evidence (`single_digits`)
+    it still supports a claim such as "4 times".
+    """
+    taken = bytearray(len(text))
     facts: list[Fact] = []
     for kind, pattern in _PATTERNS:
         for match in pattern.finditer(text):
             start, end = match.span()
-            if any(start < t_end and t_start < end for t_start, t_end in taken):
+            if any(taken[start:end]):
                 continue
-            fact = _make_fact(kind, match.group())
+            fact = _make_fact(kind, match.group(), single_digits=single_digits)
             if fact is not None:
-                taken.append((start, end))
+                taken[start:end] = b"\x01" * (end - start)
                 facts.append(fact)
     return facts
 
 
-def _make_fact(kind: FactKind, raw: str) -> Fact | None:
+def _make_fact(kind: FactKind, raw: str, *, single_digits: bool) -> Fact | None:
     if kind is FactKind.TIMESTAMP:
-        key = raw.replace(" ", "T").rstrip("Z").split("+")[0]
-        return Fact(kind, raw, key)
+        return Fact(kind, raw, _timestamp_key(raw))
     if kind is FactKind.VERSION:
         return Fact(kind, raw, raw.lower().removeprefix("v"))
     if kind is FactKind.QUANTITY:
-        return _make_quantity(raw)
+        return _make_quantity(raw, single_digits=single_digits)
     if kind is FactKind.SERVICE:
         parts = re.split(r"[-_]", raw)
         return Fact(kind, raw, raw.lower()) if _SERVICE_PARTS.intersection(parts) else None
     return Fact(kind, raw, raw.casefold())
 
 
-def _make_quantity(raw: str) -> Fact | None:
+def _timestamp_key(raw: str) -> str:
+    """ISO timestamps with an offset become UTC; others keep their wall-clock text."""
+    text = raw.replace(" ", "T")
+    if "T" in text and (text.endswith("Z") or re.search(r"[+-]\d{2}:?\d{2}$", text)):
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return text.rstrip("Z")
+        utc = moment.astimezone(UTC).replace(tzinfo=None)
+        return utc.isoformat(timespec="seconds" if ":" in text[14:] else "minutes")
+    return text
+
+
+def _make_quantity(raw: str, *, single_digits: bool = False) -> Fact | None:
     match = _NUMBER.match(raw.lstrip())
     assert match is not None
     number = match.group()
-    unit_text = raw.lstrip()[match.end():].strip().lower()
+    rest = raw.lstrip()[match.end():]
+    unit_text = rest.strip().lower()
     digits = number.replace(",", "").lstrip("+-")
-    if not unit_text and len(digits.split(".")[0]) < 2 and "." not in digits:
+    if not unit_text and len(digits.split(".")[0]) < 2 and "." not in digits and not single_digits:
         return None  # a bare single digit says too little to check
     value = float(number.replace(",", ""))
     decimals = len(digits.split(".")[1]) if "." in digits else 0
+    magnitude = _MAGNITUDES.get(rest.strip()) if rest[:1] != " " else None
+    if magnitude is not None:  # 1.2M messages: a count, not mebibytes or minutes
+        return Fact(FactKind.QUANTITY, raw, f"{value * magnitude:g}", value * magnitude, "",
+                    0.5 * 10.0**-decimals * magnitude)
     dimension, factor = _UNITS.get(unit_text, (unit_text.rstrip("s") or "", 1.0))
     tolerance = 0.5 * 10.0**-decimals * factor
     key = f"{value * factor:g}{dimension}"
@@ -181,9 +208,10 @@ class FactSet:
 
     @classmethod
     def from_texts(cls, texts: Iterable[str]) -> FactSet:
-        """Index every fact of every text."""
+        """Index every fact of every text (single digits included: this is the evidence)."""
         texts = list(texts)
-        return cls((f for text in texts for f in extract_facts(text)), texts=texts)
+        facts = (f for text in texts for f in extract_facts(text, single_digits=True))
+        return cls(facts, texts=texts)
 
     def has_kind(self, kind: FactKind) -> bool:
         """True when the evidence states any fact of this kind."""
@@ -200,7 +228,7 @@ class FactSet:
             bare = (f for f in self._by_kind[FactKind.QUANTITY] if not f.unit)
             if any(f.value == value for f in bare):
                 return True
-        if fact.kind in (FactKind.SERVICE, FactKind.IDENTIFIER):
+        if fact.kind in (FactKind.SERVICE, FactKind.IDENTIFIER, FactKind.NAME):
             return (fact.kind, fact.key) in self._keys or _word_in(fact.key, self._lower_text)
         return (fact.kind, fact.key) in self._keys
 
@@ -223,4 +251,5 @@ def _timestamps_match(claim_key: str, evidence_key: str) -> bool:
 
 
 def _word_in(word: str, text: str) -> bool:
-    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
+    # "_" may follow: kubelet writes pod names as <pod>_<namespace>
+    return re.search(rf"(?<![A-Za-z0-9-]){re.escape(word)}(?![A-Za-z0-9-])", text) is not None

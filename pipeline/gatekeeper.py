@@ -25,6 +25,7 @@ from pipeline.jsonpath import PathError, parse_path, resolve
 from pipeline.text import normalize, value_text
 
 RULE_ORDER = tuple(RuleId)
+_USABLE_EVIDENCE = frozenset({EvidenceStatus.EVIDENCE_FOUND, EvidenceStatus.NO_EVIDENCE})
 
 
 @dataclass
@@ -55,7 +56,10 @@ def gatekeep(
     verified_claims: list[dict[str, Any]] = []
     evidence: list[dict[str, Any]] = []
     if output is not None:
-        checker = _BindingChecker({inv.tool_call_id: inv for inv in invocations}, audit)
+        first: dict[str, ToolInvocation] = {}
+        for inv in invocations:  # a duplicate id never overwrites the first invocation
+            first.setdefault(inv.tool_call_id, inv)
+        checker = _BindingChecker(first, audit)
         for claim in output.claims:
             passed = checker.check_claim(claim, first_evidence=len(evidence) + 1)
             if not passed:
@@ -157,6 +161,12 @@ class _BindingChecker:
         if invocation.status is not LifecycleStatus.READY or invocation.projection is None:
             return RuleId.INVOCATION_STATUS, (
                 f"invocation {binding.invocation_id!r} is {invocation.status}"
+            )
+        if invocation.evidence_status not in _USABLE_EVIDENCE:
+            # READY with an errored or unknown evidence status backs nothing, not even "none".
+            return RuleId.INVOCATION_STATUS, (
+                f"invocation {binding.invocation_id!r} has evidence status "
+                f"{invocation.evidence_status}"
             )
         path = binding.path
         try:

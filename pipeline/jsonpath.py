@@ -13,8 +13,11 @@ from typing import Any
 
 Segment = str | int
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_INDEX = re.compile(r"-?(0|[1-9][0-9]*)")
+# RFC 9535 member-name shorthand: ALPHA / "_" / non-ASCII first, then also DIGIT and "-".
+_NAME = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff-]*")
+_INDEX = re.compile(r"0|-?[1-9][0-9]*")
+_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "/": "/", "\\": "\\",
+            "'": "'", '"': '"'}
 _MISSING = object()
 
 
@@ -65,8 +68,8 @@ def _parse_quoted(path: str, pos: int) -> tuple[Segment, int]:
     while i < len(path):
         ch = path[i]
         if ch == "\\" and i + 1 < len(path):
-            chars.append(path[i + 1])
-            i += 2
+            char, i = _unescape(path, i + 1)
+            chars.append(char)
             continue
         if ch == quote:
             if i + 1 >= len(path) or path[i + 1] != "]":
@@ -75,6 +78,17 @@ def _parse_quoted(path: str, pos: int) -> tuple[Segment, int]:
         chars.append(ch)
         i += 1
     raise PathError("unterminated quoted name")
+
+
+def _unescape(path: str, pos: int) -> tuple[str, int]:
+    """The character an escape at `pos` (just after the backslash) stands for, and the next
+    offset."""
+    code = path[pos]
+    if code in _ESCAPES:
+        return _ESCAPES[code], pos + 1
+    if code == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", path[pos + 1:pos + 5]):
+        return chr(int(path[pos + 1:pos + 5], 16)), pos + 5
+    raise PathError(f"invalid escape '\\{code}' at offset {pos}")
 
 
 def resolve(document: Any, path: str) -> Any:

@@ -19,7 +19,7 @@ def kinds_and_keys(text: str) -> list[tuple[FactKind, str]]:
     [
         # timestamps
         ("at 2026-11-30T14:07:00Z", [(T, "2026-11-30T14:07:00")]),
-        ("at 2026-11-30T14:07:00+02:00", [(T, "2026-11-30T14:07:00")]),
+        ("at 2026-11-30T14:07:00+02:00", [(T, "2026-11-30T12:07:00")]),  # offsets become UTC
         ("at 2026-11-30 14:07", [(T, "2026-11-30T14:07")]),
         ("on 2026-11-30", [(T, "2026-11-30")]),
         ("between 14:00 and 15:00", [(T, "14:00"), (T, "15:00")]),
@@ -190,3 +190,29 @@ def test_has_kind() -> None:
     known = FactSet.from_texts(["deployed v2.3.1 at 14:02"])
     assert known.has_kind(V) and known.has_kind(T)
     assert not known.has_kind(E) and not known.has_kind(Q)
+
+
+@pytest.mark.parametrize(
+    ("claim", "evidence", "supported", "conflict"),
+    [
+        pytest.param("4 times", "count: 4", True, False, id="single-digit-evidence-supports"),
+        pytest.param("5 attempts", "dropping email after 3 attempts", False, True,
+                     id="count-noun-differs"),
+        pytest.param("1.2M messages", "lag 1,204,332", True, False, id="magnitude-suffix"),
+        pytest.param("10k requests", "9,960 requests", True, False, id="thousands-suffix"),
+        pytest.param("pod orders-worker-6b7c9d8f4-h2lzq", "pod orders-worker-6b7c9d8f4-h2lzq_prod",
+                     True, False, id="pod-name-before-namespace"),
+        pytest.param("KubePodCrashLooping", "alert KubeContainerWaiting firing", False, True,
+                     id="camelcase-name-differs"),
+        pytest.param("KubePodCrashLooping", "alertname=KubePodCrashLooping", True, False,
+                     id="camelcase-name-matches"),
+        pytest.param("2026-11-30T14:02:11-05:00", "at 2026-11-30T19:02:11Z", True, False,
+                     id="offsets-compare-in-utc"),
+    ],
+)
+def test_factset_supports_and_conflicts(
+    claim: str, evidence: str, supported: bool, conflict: bool
+) -> None:
+    fact = extract_facts(claim)[0]
+    known = FactSet.from_texts([evidence])
+    assert (known.supports(fact), known.conflicts(fact)) == (supported, conflict)

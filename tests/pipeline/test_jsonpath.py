@@ -151,19 +151,10 @@ def test_path_error_is_a_value_error() -> None:
     assert issubclass(PathError, ValueError)
 
 
-@pytest.mark.xfail(
-    reason="bug in pipeline/jsonpath.py: RFC 9535 escapes (\\n, \\t, \\uXXXX) in quoted names "
-    "are read as the bare letter, so $['a\\nb'] names the key 'anb'",
-    raises=AssertionError, strict=True,
-)
 def test_parse_path_decodes_rfc9535_escapes() -> None:
     assert parse_path("$['a\\nb']") == ("a\nb",)
 
 
-@pytest.mark.xfail(
-    reason="bug in pipeline/jsonpath.py: '-0' is not a valid RFC 9535 index but is accepted",
-    raises=pytest.fail.Exception, strict=True,
-)
 def test_parse_path_rejects_negative_zero() -> None:
     with pytest.raises(PathError):
         parse_path("$[-0]")

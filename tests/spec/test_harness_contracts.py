@@ -165,11 +165,6 @@ def test_status__no_evidence_result_is_cited_bounded_to_query_scope_by_verifier(
     assert checks["c3"] is not Verification.DIRECT_OBSERVATION
 
 
-@pytest.mark.xfail(
-    reason="bug in pipeline/gatekeeper.py: a READY invocation whose evidence status is ERROR "
-    "backs a NEGATIVE_OBSERVATION ('no errors found' from a query that errored) and passes",
-    raises=AssertionError, strict=True,
-)
 def test_status__errored_evidence_never_backs_a_negative_observation() -> None:
     negative = claim("c1", "No errors were logged by inventory-service",
                      binding(EMPTY_ID, "search_logs", "$.scope.service", "inventory-service"),
@@ -178,12 +173,6 @@ def test_status__errored_evidence_never_backs_a_negative_observation() -> None:
     assert gatekeep(executor_output(negative), [errored]).result.severity is Severity.REJECT
 
 
-@pytest.mark.xfail(
-    reason="bug in pipeline/gatekeeper.py (or models/invocation.py): a READY invocation with "
-    "evidence_status None is a legal bundle, and a negative observation bound to its scope "
-    "makes gatekeep raise ValidationError instead of failing the binding",
-    raises=ValidationError, strict=True,
-)
 def test_status__missing_evidence_status_is_refused_not_a_crash() -> None:
     negative = claim("c1", "No errors were logged by inventory-service",
                      binding(EMPTY_ID, "search_logs", "$.scope.service", "inventory-service"),
