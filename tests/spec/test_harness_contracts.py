@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from models.common import FallbackType, Verdict
 from models.executor import ClaimKind
