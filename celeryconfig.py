@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 
 broker_url = os.environ.get("VERITY_BROKER_URL", "memory://")
-result_backend = os.environ.get("VERITY_RESULT_BACKEND", "cache+memory://")
+# Chords count their parts in the result backend: it must be shared by every worker.
+result_backend = os.environ.get("VERITY_RESULT_BACKEND") or (
+    broker_url if broker_url.startswith(("redis://", "rediss://")) else "cache+memory://"
+)
 task_serializer = "json"
 result_serializer = "json"
 accept_content = ["json"]
@@ -20,7 +23,24 @@ worker_send_task_events = True
 task_send_sent_event = True
 task_track_started = True
 task_default_queue = "control"
+task_routes = {
+    "verity.node.tool": {"queue": "tools"},
+    "verity.node.plan": {"queue": "llm"},
+    "verity.node.execute": {"queue": "llm"},
+    "verity.node.verify": {"queue": "llm"},
+    "verity.node.compose": {"queue": "llm"},
+    "verity.node.knowledge": {"queue": "llm"},
+    "verity.*": {"queue": "control"},
+}
+result_expires = 3600
 timezone = "UTC"
 enable_utc = True
 # The memory transport polls every second by default; every hop would wait for it.
-broker_transport_options = {"polling_interval": 0.01} if broker_url.startswith("memory") else {}
+if broker_url.startswith("memory"):
+    broker_transport_options = {"polling_interval": 0.01}
+else:
+    # A message of a worker that died unacked is redelivered after this many seconds; it must
+    # exceed the longest node (a model call with its retries).
+    broker_transport_options = {
+        "visibility_timeout": int(os.environ.get("VERITY_VISIBILITY_TIMEOUT", "600")),
+    }

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from typer.exceptions import Abort, TyperException
 
+from cli import runs
 from cli.render import print_result, print_usage
 from cli.schemas import SCHEMAS
 from models.bundle import FinalAnswer, RunResult
@@ -137,6 +138,13 @@ def schema(
     if model is None:
         raise InputError(f"unknown schema {name!r}; known: {', '.join(sorted(SCHEMAS))}")
     _emit_json(model.model_json_schema())
+
+
+app.command()(runs.run)
+app.command()(runs.cancel)
+app.command()(runs.export)
+app.command()(runs.scenarios)
+app.command()(runs.worker)
 
 
 def main() -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from models.common import Contract, Intent, Verdict
+from models.agent import KnowledgeAnswer, Plan, Transcript
+from models.common import Contract, FallbackType, Intent, Verdict
 from models.composer import ComposerInput, ComposerOutput
 from models.evaluation import StageStatus, VerifierStatus
-from models.fallback import SafeFallback
+from models.fallback import FallbackReason, SafeFallback
 from models.gatekeeper import GatekeeperOutcome
 from models.verifier import ClaimCheck, EvidenceGap, RetryContext, VerifierOutput
 
@@ -39,3 +40,27 @@ class PipelineState(Contract):
     composer_output: ComposerOutput | None = Field(default=None, description="Guarded answer.")
     fallback: SafeFallback | None = Field(default=None, description="Set on fallback paths.")
     failure_stage: str | None = Field(default=None, description="Node that failed.")
+
+
+class NextStep(Contract):
+    """What the runtime dispatches after a node commits; stored so a redelivery can resend it."""
+
+    node: str = Field(description="Next node; after tools, the chord body's node.")
+    tool_call_ids: list[str] = Field(default_factory=list, description="Tools to fan out first.")
+    fallback_type: FallbackType | None = Field(default=None, description="For the fallback.")
+    reason: FallbackReason | None = Field(default=None, description="For the fallback.")
+
+
+class RuntimeState(Contract):
+    """The whole working state of a run between nodes (the `state` column)."""
+
+    pipeline: PipelineState = Field(description="Outputs of the deterministic nodes.")
+    session_id: str | None = Field(default=None, description="Conversation session.")
+    plan: Plan | None = Field(default=None, description="This cycle's plan.")
+    transcript: Transcript | None = Field(default=None, description="This cycle's Executor loop.")
+    knowledge: KnowledgeAnswer | None = Field(default=None, description="Knowledge answer.")
+    knowledge_errors: list[str] = Field(default_factory=list, description="Reference errors.")
+    retry_gaps: list[EvidenceGap] = Field(
+        default_factory=list, description="Gaps the evidence-retry cycle must fill."
+    )
+    next: NextStep | None = Field(default=None, description="Dispatched after the last commit.")

@@ -27,6 +27,31 @@ class VeritySettings(BaseSettings):
     projection_max_items: int = Field(
         default=50, gt=0, description="Upper bound of items kept in a stored projection."
     )
+    faults: str = Field(
+        default="",
+        description="Fault injection for tests and drills, comma-separated: "
+        "`delay:<node>=<seconds>` sleeps before a node body, `raise:<tool>` makes a tool fail.",
+    )
+
+    def node_delay(self, node: str) -> float:
+        """Seconds to sleep before `node` runs (fault injection); 0 normally."""
+        for kind, target, value in _faults(self.faults):
+            if kind == "delay" and target == node:
+                return float(value or 0)
+        return 0.0
+
+    def failing_tools(self) -> frozenset[str]:
+        """Tools that must raise (fault injection); empty normally."""
+        return frozenset(target for kind, target, _ in _faults(self.faults) if kind == "raise")
+
+
+def _faults(spec: str) -> list[tuple[str, str, str]]:
+    faults = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        kind, _, rest = item.partition(":")
+        target, _, value = rest.partition("=")
+        faults.append((kind, target, value))
+    return faults
 
 
 def data_dir() -> Path:

@@ -4,5 +4,5 @@ from __future__ import annotations
 
 from celery import Celery
 
-app = Celery("verity")
+app = Celery("verity", include=["tasks.nodes"])
 app.config_from_object("celeryconfig")

@@ -1,0 +1,167 @@
+"""`verity run`, `cancel`, `export`, `scenarios` and `worker`: the runtime from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from contextlib import ExitStack
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from cli.render import print_result
+from models.bundle import RunResult
+from models.run import RunEvent, RunRecord
+from pipeline.config import VeritySettings
+from pipeline.errors import ConfigurationError
+from pipeline.factory import build_runtime, resolve_scenario
+from pipeline.scenarios import default_scenarios_dir, list_scenarios
+
+_err = Console(stderr=True)
+
+
+def _client_and_worker(stack: ExitStack) -> Any:
+    """A producer client: enqueue to real workers, or run the embedded one in-process."""
+    from tasks.client import VerityClient  # celery is imported only for runtime commands
+    from tasks.embedded import embedded_worker
+
+    settings = VeritySettings()
+    if settings.broker_url and not settings.database_url:
+        raise ConfigurationError(
+            "VERITY_BROKER_URL is set: also set VERITY_DATABASE_URL to the workers' database"
+        )
+    runtime = build_runtime(settings)
+    stack.callback(runtime.store.close)
+    if not settings.broker_url:
+        stack.enter_context(embedded_worker(runtime))
+    return VerityClient(runtime)
+
+
+def run(
+    query: Annotated[str, typer.Argument(help="The question, e.g. 'why is checkout-service "
+                                               "returning 500s?'")],
+    scenario: Annotated[str | None, typer.Option(help="A shipped scenario by name.")] = None,
+    scenario_dir: Annotated[str | None, typer.Option(help="A scenario folder.")] = None,
+    session: Annotated[str | None, typer.Option(help="Session id for follow-ups.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the run.")] = 300.0,
+) -> None:
+    """Diagnose: plan, investigate, gatekeep, verify and compose, node by node."""
+    data_source = resolve_scenario(scenario, scenario_dir)
+    with ExitStack() as stack:
+        client = _client_and_worker(stack)
+        run_id = client.submit(query, session_id=session, data_source=data_source)
+        record = _follow(client, run_id, timeout=timeout, quiet=as_json)
+    if as_json:
+        sys.stdout.write(json.dumps(_as_json(record), ensure_ascii=False) + "\n")
+    else:
+        _print_record(record)
+    if record.status.value not in ("SUCCESS", "FALLBACK"):
+        raise typer.Exit(1)
+
+
+def _follow(client: Any, run_id: str, *, timeout: float, quiet: bool) -> RunRecord:
+    seen = 0
+    deadline = time.monotonic() + timeout
+    status = None if quiet else _err.status(f"run {run_id}: submitted", spinner="dots")
+    with status if status is not None else ExitStack():
+        while True:
+            events: list[RunEvent] = client.events(run_id, after=seen)
+            for event in events:
+                seen = event.seq
+                if status is not None:
+                    _err.print(f"[dim]{event.seq:>3}[/dim] {event.node:<9} {event.kind:<12} "
+                               f"{_brief(event.payload)}", highlight=False)
+                    status.update(f"run {run_id}: {event.node} {event.kind}")
+            record: RunRecord = client.get(run_id)
+            if record.status.terminal and not client.events(run_id, after=seen):
+                return record
+            if time.monotonic() > deadline:
+                raise ConfigurationError(f"run {run_id} did not finish within {timeout:.0f}s; "
+                                         f"see it later with: verity show {run_id}")
+            time.sleep(0.05)
+
+
+def _brief(payload: dict[str, Any]) -> str:
+    parts = [f"{k}={v}" for k, v in payload.items() if v not in (None, [], {}, "")]
+    return " ".join(parts)[:100]
+
+
+def _as_json(record: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id,
+        "intent": record.intent.value,
+        "status": record.status.value,
+        "verdict": record.verdict.value if record.verdict else None,
+        "fallback_type": record.fallback_type.value if record.fallback_type else None,
+        "final_answer": record.final_answer.model_dump(mode="json") if record.final_answer
+        else None,
+        "self_evaluation": record.self_evaluation.model_dump(mode="json")
+        if record.self_evaluation else None,
+    }
+
+
+def _print_record(record: RunRecord) -> None:
+    out = Console()
+    if record.self_evaluation is None or record.final_answer is None:
+        out.print(f"run {record.run_id}: {record.status.value}")
+        return
+    result = RunResult(
+        run_id=record.run_id, status=record.status.value,  # type: ignore[arg-type]
+        verdict=record.verdict, fallback_type=record.fallback_type,
+        final_answer=record.final_answer, self_evaluation=record.self_evaluation,
+    )
+    print_result(out, result, title=record.query)
+
+
+def cancel(run_id: Annotated[str, typer.Argument(help="A run id.")]) -> None:
+    """Cancel a run: nothing new starts, nothing is released, queued tasks are revoked."""
+    with ExitStack() as stack:
+        from tasks.client import VerityClient
+
+        runtime = build_runtime()
+        stack.callback(runtime.store.close)
+        cancelled = VerityClient(runtime).cancel(run_id)
+    Console().print(f"run {run_id}: {'cancelled' if cancelled else 'already finished'}")
+
+
+def export(run_id: Annotated[str, typer.Argument(help="A stored run id.")]) -> None:
+    """Print a stored run as a bundle that `verity verify` accepts."""
+    runtime = build_runtime()
+    try:
+        bundle = runtime.store.to_bundle(run_id)
+    finally:
+        runtime.store.close()
+    sys.stdout.write(bundle.model_dump_json(indent=2) + "\n")
+
+
+def scenarios(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """List the shipped sample incidents."""
+    found = list_scenarios(default_scenarios_dir())
+    if as_json:
+        payload = {"scenarios": [s.model_dump(mode="json") for s in found]}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return
+    out = Console()
+    for info in found:
+        out.print(f"[bold]{info.name}[/bold]  {info.question}", highlight=False)
+
+
+def worker(
+    queues: Annotated[str, typer.Option(help="Queues to consume.")] = "control,llm,tools",
+    concurrency: Annotated[int, typer.Option(help="Threads.")] = 8,
+    loglevel: Annotated[str, typer.Option(help="Log level.")] = "INFO",
+) -> None:
+    """Run a Celery worker for VERITY_BROKER_URL (threads pool, task events on)."""
+    if not VeritySettings().broker_url:
+        raise ConfigurationError("set VERITY_BROKER_URL (e.g. redis://127.0.0.1:6379/0)")
+    from tasks.app import app
+
+    app.worker_main([
+        "worker", "--pool", "threads", "--concurrency", str(concurrency), "--queues", queues,
+        "--loglevel", loglevel, "--task-events", "--without-gossip", "--without-mingle",
+    ])

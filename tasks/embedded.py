@@ -1,0 +1,38 @@
+"""The embedded default: an in-process worker thread on `memory://`, no service to start."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from celery.worker import WorkController
+from celery.worker import state as worker_state
+from pipeline.runtime import Runtime
+
+from tasks.app import app
+from tasks.services import set_runtime
+
+QUEUES = ("control", "llm", "tools")
+
+
+@contextmanager
+def embedded_worker(runtime: Runtime, *, concurrency: int = 4) -> Iterator[WorkController]:
+    """Run a threads-pool worker consuming every queue for the duration of the block."""
+    if not app.conf.broker_url.startswith("memory"):
+        raise RuntimeError("the embedded worker runs only on the memory:// transport")
+    set_runtime(runtime)
+    worker = WorkController(
+        app=app, concurrency=concurrency, pool="threads", queues=list(QUEUES),
+        loglevel="WARNING", without_heartbeat=True, without_mingle=True, without_gossip=True,
+        hostname="verity-embedded@localhost",
+    )
+    thread = threading.Thread(target=worker.start, name="verity-embedded-worker", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker_state.should_terminate = 0
+        thread.join(10)
+        worker_state.should_terminate = None
+        set_runtime(None)

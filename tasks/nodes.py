@@ -1,0 +1,90 @@
+"""One thin task per node, the tool task and the coordinator; all logic is in pipeline/runtime.
+
+Messages carry a run id and a version (and a tool_call_id for tools), never state. Task ids are
+deterministic (`<run>-<node>-<version>`), so a cancel can revoke what is queued.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task, chord
+from models.state import NextStep
+from pipeline.runtime import NODE_NAMES, NodeOutcome
+
+from tasks.app import app
+from tasks.services import get_runtime
+
+
+def node_task_id(run_id: str, node: str, version: int) -> str:
+    """The id of the message that runs `node` at `version`."""
+    return f"{run_id}-{node}-{version}"
+
+
+def pending_task_ids(run_id: str, version: int, step: NextStep | None) -> list[str]:
+    """Ids of the messages dispatched for `step` (to revoke them on cancel)."""
+    if step is None:
+        return []
+    ids = [f"{run_id}-tool-{tool_call_id}" for tool_call_id in step.tool_call_ids]
+    ids.append(node_task_id(run_id, "coordinate", version))
+    ids.append(node_task_id(run_id, step.node, version))
+    return ids
+
+
+def dispatch(run_id: str, outcome: NodeOutcome) -> None:
+    """Send what `outcome` asks for: a node, or the tool chord whose body re-enters the
+    coordinator."""
+    step = outcome.next
+    if step is None or outcome.kind not in ("committed", "redispatch"):
+        return
+    if step.tool_call_ids:
+        header = [
+            tool.si(run_id, tool_call_id).set(task_id=f"{run_id}-tool-{tool_call_id}")
+            for tool_call_id in step.tool_call_ids
+        ]
+        body = coordinate.si(run_id, outcome.version).set(
+            task_id=node_task_id(run_id, "coordinate", outcome.version)
+        )
+        chord(header)(body)
+        return
+    NODE_TASKS[step.node].apply_async(
+        (run_id, outcome.version), task_id=node_task_id(run_id, step.node, outcome.version)
+    )
+
+
+def _progress(task: Task, run_id: str, node: str) -> None:
+    if task.request.id and not task.request.called_directly:
+        task.update_state(state="PROGRESS", meta={"run_id": run_id, "node": node})
+
+
+@app.task(name="verity.run.coordinate", bind=True)
+def coordinate(self: Task, run_id: str, version: int) -> dict[str, Any]:
+    """Entry point and chord body: dispatch the node the run's stored next step names."""
+    _progress(self, run_id, "coordinate")
+    outcome = get_runtime().coordinate(run_id, version)
+    dispatch(run_id, outcome)
+    return {"run_id": run_id, "outcome": outcome.kind}
+
+
+@app.task(name="verity.node.tool", bind=True)
+def tool(self: Task, run_id: str, tool_call_id: str) -> dict[str, Any]:
+    """Run one tool call; never raises (a failing tool is an ERROR invocation)."""
+    _progress(self, run_id, "tool")
+    invocation = get_runtime().run_tool_call(run_id, tool_call_id)
+    status = invocation.status.value if invocation else "skipped"
+    return {"run_id": run_id, "tool_call_id": tool_call_id, "status": status}
+
+
+def _make_node_task(node: str) -> Task:
+    @app.task(name=f"verity.node.{node}", bind=True)
+    def run(self: Task, run_id: str, version: int) -> dict[str, Any]:
+        _progress(self, run_id, node)
+        outcome = get_runtime().run_node(run_id, node, version)
+        dispatch(run_id, outcome)
+        return {"run_id": run_id, "node": node, "outcome": outcome.kind}
+
+    run.__doc__ = f"Run the {node} node of a run at a version."
+    return run
+
+
+NODE_TASKS: dict[str, Task] = {node: _make_node_task(node) for node in NODE_NAMES}

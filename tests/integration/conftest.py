@@ -1,0 +1,129 @@
+"""Real worker processes on real Redis and PostgreSQL.
+
+Each test gets its own PostgreSQL schema (from `postgres_url`) and its own Redis database
+(flushed before and after), and starts `verity worker` as a separate process. The test
+process talks to the workers the way a web app would: it enqueues with the producer API in a
+subprocess and reads the store directly.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+from pipeline.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def redis_db_url(redis_url: str) -> Iterator[str]:
+    """A Redis database of its own (1-15), empty before and after the test."""
+    base = redis_url.rsplit("/", 1)[0]
+    url = f"{base}/{random.randint(1, 15)}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def runtime_env(postgres_url: str, redis_db_url: str, tmp_path: Path) -> dict[str, str]:
+    """Environment for workers and producers of one test."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("VERITY_")}
+    return {
+        **clean,
+        "VERITY_BROKER_URL": redis_db_url,
+        "VERITY_RESULT_BACKEND": redis_db_url,
+        "VERITY_DATABASE_URL": postgres_url,
+        "VERITY_VISIBILITY_TIMEOUT": "3",
+        "VERITY_HOME": str(tmp_path / "home"),
+    }
+
+
+@dataclass
+class Workers:
+    """Worker processes started by a test, stopped at its end."""
+
+    env: dict[str, str]
+    log_dir: Path
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self, *, faults: str = "", concurrency: int = 4) -> subprocess.Popen[bytes]:
+        """Start `verity worker` and wait until it consumes."""
+        log = self.log_dir / f"worker-{len(self.processes)}.log"
+        env = {**self.env, "VERITY_FAULTS": faults}
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "cli.main", "worker", "--concurrency", str(concurrency),
+                 "--loglevel", "INFO"],
+                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            )
+        self.processes.append(process)
+        deadline = time.monotonic() + 30
+        while b"ready." not in log.read_bytes():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        return process
+
+    def kill(self, process: subprocess.Popen[bytes]) -> None:
+        """SIGKILL: no warm shutdown, unacked messages stay unacked."""
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+
+    def stop_all(self) -> None:
+        """Warm shutdown of every live worker."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+
+@pytest.fixture
+def workers(runtime_env: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
+    """Start workers with `workers.start()`; all are stopped after the test."""
+    started = Workers(env=runtime_env, log_dir=tmp_path)
+    yield started
+    started.stop_all()
+
+
+def produce(env: dict[str, str], code: str) -> str:
+    """Run producer-API code in a fresh process (as a web app would); returns its stdout."""
+    prelude = "from tasks.client import VerityClient\nclient = VerityClient.from_env()\n"
+    done = subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def run_store(runtime_env: dict[str, str]) -> Iterator[RunStore]:
+    """The test's store, read directly."""
+    with RunStore.open(runtime_env["VERITY_DATABASE_URL"]) as store:
+        yield store
+
+
+def wait_for(predicate: object, *, timeout: float, what: str) -> None:
+    """Poll `predicate()` until true."""
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
