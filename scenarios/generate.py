@@ -646,6 +646,8 @@ def settlement_tls_expiry(out: Path) -> None:
         "merchant-portal", 2.0, ["GET /merchants/m-{n}/payouts 200 in {lat} ms"],
         error=[("session store lookup failed for session s-{hex}: key expired", 0.01)],
     ))
+    inc.deploy("merchant-portal", "v4.2.1", "v4.2.0", "2026-12-03T05:20:00Z",
+               "fix payout CSV export encoding", namespace="merchant")
     expiry = at("2026-12-03T09:00:00Z")
     inc.traffic(quiet={"ledger-api": (expiry, inc.now, 0.0),
                        "settlement-service": (expiry, inc.now, 0.0)})
