@@ -332,15 +332,20 @@ def _blame(findings: Findings, onset: datetime | None) -> tuple[Element | None, 
 
 def _service_claims(report: _Report, findings: Findings, service: str | None, *,
                     critical: bool, quiet: bool) -> list[str]:
-    """What the service's logs, metrics and events show; ids of its symptom claims."""
+    """What the service's logs, metrics and events show; ids of its symptom claims.
+
+    Calls limited to the service count, and for the focus also calls over all services.
+    """
     ids: list[str | None] = []
-    for call in findings.log_calls(service):
-        ids += _log_claims(report, findings, call, service, critical=critical, quiet=quiet)
     for call in findings.calls:
-        if call.tool == QUERY_METRICS and call.ready and call.service == service:
-            ids += _metric_claims(report, call, critical=critical, quiet=quiet)
-    for call in findings.calls:
-        if call.tool == GET_EVENTS and call.ready and call.service == service:
+        if not call.ready or not (call.service == service or (
+                call.service is None and service == findings.focus)):
+            continue
+        if call.tool == SEARCH_LOGS:
+            ids += _log_claims(report, findings, call, service, critical=critical, quiet=quiet)
+        elif call.tool == QUERY_METRICS:
+            ids += _metric_claims(report, call, service, critical=critical, quiet=quiet)
+        elif call.tool == GET_EVENTS:
             ids += _event_claims(report, call, critical=critical, quiet=quiet)
     return [i for i in ids if i]
 
@@ -352,10 +357,9 @@ def _log_claims(report: _Report, findings: Findings, call: CallView, service: st
         what = f"log lines at {level} or above" if level else "log lines"
         query = call.argument("query")
         matching = f' matching "{query}"' if query else ""
-        window = call.scope.window
-        span = f" between {window.start} and {window.end}" if window else ""
         return [report.negative(call, f"No {what}{matching} were found for "
-                                f"{service or 'any service'}{span}", critical=critical and quiet)]
+                                f"{service or 'any service'}{_span(call)}",
+                                critical=critical and quiet)]
     bursts = [b for b in findings.bursts(service) if b.call is call][:MAX_BURSTS]
     if not bursts:
         return [report.claim(f"Nothing new in these logs: {call.document.get('summary')}",
@@ -366,14 +370,15 @@ def _log_claims(report: _Report, findings: Findings, call: CallView, service: st
             for b in bursts]
 
 
-def _metric_claims(report: _Report, call: CallView, *, critical: bool,
+def _metric_claims(report: _Report, call: CallView, service: str | None, *, critical: bool,
                    quiet: bool) -> list[str | None]:
     if call.empty:
         metric = call.argument("metric")
         what = f'metrics matching "{metric}"' if metric else "metrics"
         return [report.negative(call, f"No {what} were found for {call.service or 'any service'}",
                                 critical=False)]
-    series = metric_series(call)
+    series = [s for s in metric_series(call)
+              if call.service is not None or service is None or s.text("service") == service]
     shifted = [s for s in series if s.shifted]
     ids = [report.claim(s.text("summary"), ClaimKind.FINDING, critical=critical,
                         bindings=[(call, s.at("summary"), None)]) for s in shifted]
@@ -390,13 +395,19 @@ def _event_claims(report: _Report, call: CallView, *, critical: bool,
     if call.empty:
         kind = f"{call.argument('type')} events" if call.argument("type") else "events"
         return [report.negative(call, f"No Kubernetes {kind} were found for the objects of "
-                                f"{call.service or 'any service'}", critical=critical and quiet)]
+                                f"{call.service or 'any service'}{_span(call)}",
+                                critical=critical and quiet)]
     return [report.claim(data["summary"], ClaimKind.FINDING, critical=critical,
                          bindings=[(call, f"{path}.summary", None)])
             for path, data in call.items("reasons") if data.get("type") == "Warning"]
 
 
 # ---- root cause and contributing factors ---------------------------------------------------
+
+def _span(call: CallView) -> str:
+    window = call.scope.window
+    return f" between {window.start} and {window.end}" if window else ""
+
 
 def _hhmm(moment: datetime | None) -> str:
     return moment.strftime("%H:%M") if moment else "an unknown time"
@@ -512,10 +523,9 @@ def _deployment_claims(report: _Report, findings: Findings, *, blamed: Element |
                                 bindings=[(deploy.call, deploy.at("summary"), None)]))
     for call in findings.calls:
         if call.tool == LIST_DEPLOYMENTS and call.empty:
-            window = call.scope.window
-            span = f" between {window.start} and {window.end}" if window else ""
             report.negative(call, f"No deployments of {call.service or 'any service'} were "
-                            f"rolled out{span}", critical=quiet and call.service == findings.focus)
+                            f"rolled out{_span(call)}",
+                            critical=quiet and call.service == findings.focus)
     return [i for i in ids if i]
 
 
@@ -525,10 +535,8 @@ def _alert_claims(report: _Report, findings: Findings, *, quiet: bool) -> None:
                      bindings=[(alert.call, alert.at("summary"), None)])
     for call in findings.calls:
         if call.tool == LIST_ALERTS and call.empty:
-            window = call.scope.window
-            span = f" between {window.start} and {window.end}" if window else ""
             report.negative(call, f"No alerts were active for {call.service or 'any service'}"
-                            f"{span}", critical=quiet and call.service == findings.focus)
+                            f"{_span(call)}", critical=quiet and call.service == findings.focus)
 
 
 def _runbook_claims(report: _Report, findings: Findings) -> list[tuple[str, Element]]:

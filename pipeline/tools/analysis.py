@@ -82,10 +82,6 @@ class Findings:
                  if p.service == service and p.rank >= WARN_RANK and p.is_new]
         return sorted(found, key=lambda p: (-p.rank, -p.count))
 
-    def log_calls(self, service: str | None) -> list[CallView]:
-        """Log searches limited to this service."""
-        return [c for c in self._ready(SEARCH_LOGS) if c.service == service]
-
     # ---- metrics --------------------------------------------------------------------------
     @cached_property
     def series(self) -> list[MetricView]:
