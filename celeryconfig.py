@@ -41,6 +41,11 @@ if broker_url.startswith("memory"):
 else:
     # A message of a worker that died unacked is redelivered after this many seconds; it must
     # exceed the longest node (a model call with its retries).
+    _visibility_timeout = int(os.environ.get("VERITY_VISIBILITY_TIMEOUT", "600"))
     broker_transport_options = {
-        "visibility_timeout": int(os.environ.get("VERITY_VISIBILITY_TIMEOUT", "600")),
+        "visibility_timeout": _visibility_timeout,
+        # Sweep for abandoned messages often enough to honour the timeout (kombu's default
+        # sweep runs about every 100 s).
+        "unacked_restore_interval": max(1, min(10, _visibility_timeout // 3)),
+        "unacked_restore_throttle": 1,
     }

@@ -1,0 +1,128 @@
+"""Whole runs on real `verity worker` processes over real Redis and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+import pytest
+
+from models.common import RunStatus
+from models.invocation import LifecycleStatus
+from pipeline.scenarios import default_scenarios_dir
+from pipeline.store import RunStore
+from tests.integration.conftest import Workers, produce, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+CHECKOUT = str(default_scenarios_dir() / "checkout-pool-exhaustion")
+QUESTION = "Why is checkout-service returning 500s?"
+
+
+def _submit(env: dict[str, str], query: str = QUESTION, source: str = CHECKOUT) -> str:
+    return produce(env, f"print(client.submit({query!r}, data_source={source!r}))")
+
+
+def _terminal(store: RunStore, run_id: str, timeout: float = 60) -> None:
+    wait_for(lambda: store.get_run(run_id).status.terminal, timeout=timeout,
+             what=f"run {run_id} to end")
+
+
+def _assert_exactly_once(store: RunStore, run_id: str) -> None:
+    invocations = store.list_invocations(run_id)
+    ids = [i.tool_call_id for i in invocations]
+    assert len(ids) == len(set(ids))
+    assert all(i.status is not LifecycleStatus.PROJECTING for i in invocations)
+    events = store.events_since(run_id)
+    finals = [e for e in events if e.node == "finalize"]
+    assert len(finals) == 1, finals
+    attempts = Counter((a.role, a.cycle, a.attempt_number) for a in store.list_attempts(run_id))
+    assert all(n == 1 for n in attempts.values())
+
+
+def test_full_run(workers: Workers, runtime_env: dict[str, str], run_store: RunStore) -> None:
+    workers.start()
+    run_id = _submit(runtime_env)
+    _terminal(run_store, run_id)
+    record = run_store.get_run(run_id)
+    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id)
+    assert record.verdict is not None and record.verdict.value == "PASS"
+    assert record.self_evaluation is not None and record.final_answer is not None
+    allowed = record.self_evaluation.verifier_evaluation.claim_checks
+    assert allowed and "v2.3.1" in record.final_answer.answer_summary
+    nodes = [e.node for e in run_store.events_since(run_id)]
+    assert nodes[0] == "submit" and nodes[-1] == "finalize"
+    assert {"plan", "execute", "gatekeep", "verify", "compose"} <= set(nodes)
+    _assert_exactly_once(run_store, run_id)
+
+
+def test_producer_api_events_and_wait(
+    workers: Workers, runtime_env: dict[str, str], run_store: RunStore
+) -> None:
+    workers.start()
+    out = produce(runtime_env, (
+        f"run_id = client.submit({QUESTION!r}, data_source={CHECKOUT!r})\n"
+        "record = client.wait(run_id, timeout=60)\n"
+        "events = client.events(run_id, after=2)\n"
+        "import json\n"
+        "print(json.dumps({'run_id': run_id, 'status': record.status.value,"
+        " 'seqs': [e.seq for e in events]}))\n"
+    ))
+    result = json.loads(out)
+    assert result["status"] == "SUCCESS"
+    assert result["seqs"] and min(result["seqs"]) == 3
+    assert result["seqs"] == sorted(result["seqs"])
+    assert len(run_store.events_since(result["run_id"])) == len(result["seqs"]) + 2
+
+
+def test_cancel_mid_flight_releases_nothing(
+    workers: Workers, runtime_env: dict[str, str], run_store: RunStore
+) -> None:
+    workers.start(faults="delay:verify=4")
+    run_id = _submit(runtime_env)
+    wait_for(lambda: run_store.get_run(run_id).node == "gatekeep", timeout=60,
+             what="the Verifier to start")
+    assert produce(runtime_env, f"print(client.cancel({run_id!r}))") == "True"
+    record = run_store.get_run(run_id)
+    assert record.status is RunStatus.CANCELLED
+    time.sleep(6)  # the Verifier's late result arrives now and must be discarded
+    record = run_store.get_run(run_id)
+    assert record.status is RunStatus.CANCELLED
+    assert record.final_answer is None and record.self_evaluation is None
+    events = run_store.events_since(run_id)
+    cancelled = next(e.seq for e in events if e.kind == "cancelled")
+    assert [e for e in events if e.seq > cancelled] == []
+    assert not [e for e in events if e.node in ("verify", "compose", "finalize")]
+
+
+def test_worker_killed_mid_node_finishes_once(
+    workers: Workers, runtime_env: dict[str, str], run_store: RunStore
+) -> None:
+    first = workers.start(faults="delay:verify=3")
+    run_id = _submit(runtime_env)
+    wait_for(lambda: run_store.get_run(run_id).node == "gatekeep", timeout=60,
+             what="the Verifier to start")
+    time.sleep(1)
+    workers.kill(first)  # SIGKILL in the middle of the verify node
+    assert run_store.get_run(run_id).status is RunStatus.RUNNING
+    workers.start()
+    _terminal(run_store, run_id, timeout=90)
+    record = run_store.get_run(run_id)
+    assert record.status is RunStatus.SUCCESS
+    _assert_exactly_once(run_store, run_id)
+
+
+def test_a_tool_that_raises_ends_error_not_a_crashed_run(
+    workers: Workers, runtime_env: dict[str, str], run_store: RunStore
+) -> None:
+    workers.start(faults="raise:query_metrics")
+    run_id = _submit(runtime_env)
+    _terminal(run_store, run_id)
+    record = run_store.get_run(run_id)
+    assert record.status in (RunStatus.SUCCESS, RunStatus.FALLBACK)
+    failed = [i for i in run_store.list_invocations(run_id) if i.tool_name == "query_metrics"]
+    assert failed and all(i.status is LifecycleStatus.ERROR for i in failed)
+    assert all(i.error == "RuntimeError: injected tool failure" for i in failed)
+    assert all(i.projection is None for i in failed)
+    _assert_exactly_once(run_store, run_id)
