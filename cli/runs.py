@@ -35,7 +35,7 @@ def _client_and_worker(stack: ExitStack) -> Any:
     runtime = build_runtime(settings)
     stack.callback(runtime.store.close)
     if not settings.broker_url:
-        stack.enter_context(embedded_worker(runtime))
+        stack.enter_context(embedded_worker(runtime, join_timeout=0.2))
     return VerityClient(runtime)
 
 

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from celery.worker import WorkController
-from celery.worker import state as worker_state
 from pipeline.runtime import Runtime
 
 from tasks.app import app
@@ -17,8 +16,14 @@ QUEUES = ("control", "llm", "tools")
 
 
 @contextmanager
-def embedded_worker(runtime: Runtime, *, concurrency: int = 4) -> Iterator[WorkController]:
-    """Run a threads-pool worker consuming every queue for the duration of the block."""
+def embedded_worker(
+    runtime: Runtime, *, concurrency: int = 4, join_timeout: float = 5.0
+) -> Iterator[WorkController]:
+    """Run a threads-pool worker consuming every queue for the duration of the block.
+
+    On exit the worker is stopped; its thread is a daemon, so a caller about to exit can pass
+    a small `join_timeout` instead of waiting out the consumer's polling loop.
+    """
     if not app.conf.broker_url.startswith("memory"):
         raise RuntimeError("the embedded worker runs only on the memory:// transport")
     set_runtime(runtime)
@@ -32,7 +37,6 @@ def embedded_worker(runtime: Runtime, *, concurrency: int = 4) -> Iterator[WorkC
     try:
         yield worker
     finally:
-        worker_state.should_terminate = 0
-        thread.join(10)
-        worker_state.should_terminate = None
+        worker.stop(in_sighandler=False)
+        thread.join(join_timeout)
         set_runtime(None)
