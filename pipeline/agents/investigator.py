@@ -578,9 +578,11 @@ def _conclude(report: _Report, findings: Findings, *, root_id: str | None,
                       "(shorter timeouts, fewer retries or a circuit breaker) until it recovers",
                       [root_id])
     elif symptom_ids:
+        texts = {c.claim_id: c.text for c in report.claims}
         for name in findings.named_dependencies():
+            naming = [i for i in symptom_ids if name in texts.get(i, "") and focus in texts[i]]
             report.hypothesis(f"The {focus} problems may come from {name}, which its messages "
-                              "name", symptom_ids[:1])
+                              "name", naming[:1])
         report.hypothesis(f"Something outside the queried data changed shortly before the "
                           f"{focus} problems began", symptom_ids[:1])
         report.missing.append("No deployment, dependency anomaly or Kubernetes event in the "

@@ -39,6 +39,11 @@ DEPENDENCY_SLACK = timedelta(minutes=5)
 """A dependency's anomaly may start at most this long after the failing service's onset."""
 _MEMORY = re.compile(r"\b(?:memory|oom\w*|heap|killed|exit code 137|restart\w*)\b", re.I)
 _PLACEHOLDER = re.compile(r"<(?:n|id|ts|ip|uuid)>")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9]")
+_METRIC_KINDS = {
+    "latency": "latency slow timeouts", "error": "errors", "memory": "memory limit",
+    "restart": "restarts", "request": "traffic",
+}
 
 
 class Findings:
@@ -173,13 +178,17 @@ class Findings:
         return any(_MEMORY.search(t.replace("_", " ")) for t in texts)
 
     def symptom_words(self) -> str:
-        """Words describing the focus's symptom, for a runbook search ('' when none)."""
+        """Words describing the focus's symptom, for a runbook search ('' when none): event
+        reasons, the top burst's words and the kind of each shifted metric."""
         parts = [e.text("reason") for e in self.warning_reasons(self.focus)]
         bursts = self.bursts(self.focus)
         if bursts:
             parts.append(_PLACEHOLDER.sub(" ", bursts[0].text("pattern")))
-        parts += [s.text("metric").replace("_", " ") for s in self.shifts(self.focus)[:2]]
-        return " ".join(" ".join(parts).split())[:400]
+        for series in self.shifts(self.focus)[:3]:
+            name = series.text("metric").lower()
+            parts += [words for kind, words in _METRIC_KINDS.items() if kind in name]
+        words = [w for w in _WORD.findall(" ".join(parts)) if len(w) > 2 and not w.isdigit()]
+        return " ".join(dict.fromkeys(words))[:400]
 
     def _busiest_service(self) -> str | None:
         """Without a named service: the one with the largest new burst, if any."""

@@ -127,14 +127,17 @@ class LogPattern(Element):
 
     @property
     def service(self) -> str:
+        """Service that logged it."""
         return self.text("service")
 
     @property
     def rank(self) -> int:
+        """Level rank (DEBUG 0 ... FATAL 4)."""
         return LEVEL_RANK.get(self.text("level"), 0)
 
     @property
     def count(self) -> int:
+        """Lines in the window."""
         return int(self.number("count"))
 
     @property
@@ -149,6 +152,7 @@ class MetricView(Element):
 
     @property
     def shifted(self) -> bool:
+        """It left its baseline band, up or down."""
         return self.text("shift") in ("up", "down")
 
 

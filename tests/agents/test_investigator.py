@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from models.agent import ExecutorTurn, Transcript
+from models.bundle import RunBundle
 from models.executor import ClaimKind, ExecutorEvidenceV2
 from models.gatekeeper import Severity
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
@@ -26,10 +27,13 @@ from pipeline.agents.investigator import (
     mint_tool_call_id,
     run_in_process,
 )
+from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner
+from pipeline.agents.template_composer import TemplateComposer
 from pipeline.gatekeeper import gatekeep
 from pipeline.scenarios import Scenario, load_scenario, scenario_path
 from pipeline.tools import default_registry, run_tool
+from pipeline.verification import verify_bundle
 
 ID_SHAPE = re.compile(r"^toolu_01[0-9A-Za-z]{22}$")
 QUESTION = "Why is checkout-service returning 500s?"
@@ -241,3 +245,24 @@ def test_investigator__a_deploy_of_a_named_or_failing_service_in_time_is_blamed(
 
     [root] = _root_causes(_edited(tmp_path, "orders-latency-payment-gateway", move))
     assert root.startswith(f"Deploy {service} v3.4.0 at 12:58 UTC")
+
+
+def test_investigator__a_healthy_named_dependency_is_only_a_hypothesis(tmp_path: Path) -> None:
+    def without_the_deploy(deploys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [d for d in deploys if d["version"] != "v2.3.1"]
+
+    scenario = _edited(tmp_path, "checkout-pool-exhaustion", without_the_deploy)
+    loop = run_in_process(QUESTION, source=scenario, registry=default_registry(),
+                          known_services=scenario.services)
+    output = ExecutorEvidenceV2.model_validate_json(loop.final_output)
+    assert not [c for c in output.claims if c.kind in (ClaimKind.ROOT_CAUSE,
+                                                       ClaimKind.CONTRIBUTING_FACTOR)]
+    hypothesis = "The checkout-service problems may come from payment-db, which its messages name"
+    assert hypothesis in [h.text for h in output.hypotheses]
+    bundle = RunBundle(query=QUESTION, invocations=loop.invocations,
+                       executor_output_raw=loop.final_output)
+    result = verify_bundle(bundle, verifier=OfflineVerifier(), composer=TemplateComposer()).result
+    assert result.status == "SUCCESS"
+    answer = result.final_answer.user_facing_answer
+    assert f"Possible directions (not confirmed):\n- {hypothesis}" in answer
+    assert "no root cause is confirmed" in result.final_answer.answer_summary
