@@ -38,7 +38,7 @@ from models.invocation import ToolInvocation
 from pipeline.facts import FactSet
 from pipeline.gatekeeper import scope_text
 from pipeline.guards import unsupported_facts
-from pipeline.jsonpath import resolve
+from pipeline.jsonpath import PathError, resolve
 from pipeline.text import normalize, value_text
 from pipeline.tools.analysis import DEPENDENCY_SLACK, ONSET_SLACK, Findings
 from pipeline.tools.builtin import (
@@ -245,7 +245,11 @@ class _Report:
         evidence: list[EvidenceBinding] = []
         stated: list[str] = []
         for call, path, needle in bindings:
-            value = normalize(value_text(resolve(call.document, path)))
+            try:
+                value = normalize(value_text(resolve(call.document, path)))
+            except PathError:
+                self.dropped.append(f"{text!r}: {path} does not resolve")
+                return None
             matched = normalize(needle) if needle is not None else value
             if not matched or matched not in value:
                 self.dropped.append(f"{text!r}: {matched!r} is not at {path}")

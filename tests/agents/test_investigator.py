@@ -266,3 +266,19 @@ def test_investigator__a_healthy_named_dependency_is_only_a_hypothesis(tmp_path:
     answer = result.final_answer.user_facing_answer
     assert f"Possible directions (not confirmed):\n- {hypothesis}" in answer
     assert "no root cause is confirmed" in result.final_answer.answer_summary
+
+
+def test_investigator__without_any_evidence_it_claims_nothing() -> None:
+    scenario = _checkout()
+    transcript, _ = _advance(_transcript(scenario, QUESTION), scenario)
+    [turn] = transcript.turns
+    failed = [r.model_copy(update={"status": LifecycleStatus.ERROR, "projection": None,
+                                   "evidence_status": EvidenceStatus.ERROR, "error": "x"})
+              for r in turn.results]
+    transcript = transcript.model_copy(update={"turns": [turn.model_copy(
+        update={"results": failed})]})
+    step = OfflineExecutor().step(transcript, registry=default_registry())
+    assert step.final_output is not None  # no lead to follow without evidence
+    output = ExecutorEvidenceV2.model_validate_json(step.final_output)
+    assert output.claims == [] and output.recommended_actions == []
+    assert sum("failed, so its evidence is missing" in m for m in output.missing_info) == 4
