@@ -27,6 +27,11 @@ class VeritySettings(BaseSettings):
     projection_max_items: int = Field(
         default=50, gt=0, description="Upper bound of items kept in a stored projection."
     )
+    runtime_factory: str | None = Field(
+        default=None,
+        description="`module:function` taking VeritySettings and returning a Runtime, for "
+        "workers with other agents or tools (the runtime benchmark uses it).",
+    )
     faults: str = Field(
         default="",
         description="Fault injection for tests and drills, comma-separated: "

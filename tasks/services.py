@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
+from typing import cast
 
+from pipeline.config import VeritySettings
+from pipeline.errors import ConfigurationError
 from pipeline.factory import build_runtime
 from pipeline.runtime import Runtime
 
@@ -16,8 +20,21 @@ def get_runtime() -> Runtime:
     global _runtime
     with _lock:
         if _runtime is None:
-            _runtime = build_runtime()
+            _runtime = _build(VeritySettings())
         return _runtime
+
+
+def _build(settings: VeritySettings) -> Runtime:
+    if not settings.runtime_factory:
+        return build_runtime(settings)
+    module, _, name = settings.runtime_factory.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(
+            f"VERITY_RUNTIME_FACTORY {settings.runtime_factory!r} cannot be loaded: {exc}"
+        ) from None
+    return cast(Runtime, factory(settings))
 
 
 def set_runtime(runtime: Runtime | None) -> None:

@@ -1,0 +1,278 @@
+"""Runtime benchmark: Verity's Celery runtime against a bare Celery canvas, side by side.
+
+One worker process (threads pool) on the local Redis and PostgreSQL runs, interleaved:
+- the bare canvas: no-op tasks in the same shape and number as one run;
+- instant runs: the real runtime (coordinator, store persistence, tool chord) with node bodies
+  that return at once (bench/instant.py);
+then, with the same worker settings, full offline runs on a shipped scenario, and 200 runs in
+flight for the worker's peak memory. Prints one JSON object.
+
+    python bench/runtime.py [--runs 30] [--batch 40] [--inflight 200] [--concurrency 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PG = os.environ.get("VERITY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS = os.environ.get("VERITY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+SCENARIO = "checkout-pool-exhaustion"
+QUESTION = "Why is checkout-service returning 500s?"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    args = _arguments()
+    schema = f"verity_bench_{uuid.uuid4().hex[:12]}"
+    db_url = _create_schema(schema)
+    os.environ.update({"VERITY_BROKER_URL": REDIS, "VERITY_DATABASE_URL": db_url})
+    _flush_redis()
+    try:
+        report = _run(args, db_url)
+    finally:
+        _drop_schema(schema)
+        _flush_redis()
+    print(json.dumps(report, indent=2))
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30, help="sequential runs per kind")
+    parser.add_argument("--batch", type=int, default=40, help="runs submitted at once")
+    parser.add_argument("--inflight", type=int, default=200, help="runs in flight for memory")
+    parser.add_argument("--concurrency", type=int, default=8, help="worker threads")
+    return parser.parse_args()
+
+
+def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
+    from bench.instant import TOOL_CALLS
+
+    settings = {"pool": "threads", "concurrency": args.concurrency, "broker": "redis",
+                "database": "postgresql", "tasks_per_run": 9 + TOOL_CALLS}
+    with _Worker(args.concurrency, factory="bench.instant:build_runtime") as worker:
+        bare, instant = _compare(args)
+    with _Worker(args.concurrency, factory=None) as worker:
+        offline = _offline(args)
+        memory = _memory(worker, args.inflight)
+    ratios = {
+        "latency_p50": _ratio(instant["latency_s"]["p50"], bare["latency_s"]["p50"]),
+        "latency_p90": _ratio(instant["latency_s"]["p90"], bare["latency_s"]["p90"]),
+        "throughput": _ratio(instant["throughput_runs_per_s"], bare["throughput_runs_per_s"]),
+    }
+    return {
+        "benchmark": "runtime", "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
+        "worker": settings, "bare_canvas": bare, "runtime_instant_nodes": instant,
+        "runtime_vs_bare": ratios,
+        "targets": {"latency_ratio_max": 1.3, "throughput_ratio_min": 0.75,
+                    "latency_met": ratios["latency_p50"] <= 1.3,
+                    "throughput_met": ratios["throughput"] >= 0.75},
+        "full_offline_runs": offline, "peak_memory": memory,
+    }
+
+
+class _Worker:
+    """`celery worker` as `verity worker` runs it, plus the bare baseline's tasks."""
+
+    def __init__(self, concurrency: int, *, factory: str | None) -> None:
+        self.concurrency = concurrency
+        self.factory = factory
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = Path(f"/tmp/verity-bench-worker-{os.getpid()}.log")
+
+    def __enter__(self) -> _Worker:
+        env = dict(os.environ)
+        env.pop("VERITY_RUNTIME_FACTORY", None)
+        if self.factory:
+            env["VERITY_RUNTIME_FACTORY"] = self.factory
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "--app", "tasks.app", "worker",
+                 "--pool", "threads", "--concurrency", str(self.concurrency),
+                 "--queues", "control,llm,tools", "--task-events", "--without-gossip",
+                 "--without-mingle", "--loglevel", "INFO", "--include", "bench.bare_tasks"],
+                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while b"ready." not in self.log.read_bytes():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"worker did not start: {self.log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(30)
+
+    def peak_rss_mb(self) -> float:
+        assert self.process is not None
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        line = next(x for x in status.splitlines() if x.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+
+    def rss_mb(self) -> float:
+        assert self.process is not None
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        line = next(x for x in status.splitlines() if x.startswith("VmRSS:"))
+        return int(line.split()[1]) / 1024
+
+
+def _compare(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Bare canvas and instant runs, interleaved so both see the same machine."""
+    from bench.bare_tasks import canvas
+    from bench.instant import TOOL_CALLS, build_runtime
+    from pipeline.config import VeritySettings
+    from tasks.client import VerityClient
+
+    runtime = build_runtime(VeritySettings())
+    client = VerityClient(runtime)
+
+    def bare_one() -> float:
+        start = time.time()
+        finished = canvas(TOOL_CALLS).apply_async().get(timeout=60)
+        return float(finished) - start
+
+    def instant_one() -> float:
+        start = time.time()
+        run_id = client.submit("bench", data_source=None)
+        record = client.wait(run_id, timeout=60, poll=0.002)
+        assert record.status.value == "SUCCESS", record.status
+        assert record.finished_at is not None
+        return record.finished_at.timestamp() - start
+
+    for _ in range(3):  # warm both paths
+        bare_one()
+        instant_one()
+    bare_lat, inst_lat = [], []
+    for _ in range(args.runs):
+        bare_lat.append(bare_one())
+        inst_lat.append(instant_one())
+    log(f"latency: bare p50 {statistics.median(bare_lat):.4f}s, "
+        f"instant p50 {statistics.median(inst_lat):.4f}s")
+    bare_tp, inst_tp = [], []
+    for _ in range(2):
+        bare_tp.append(_throughput_bare(args.batch, canvas, TOOL_CALLS))
+        inst_tp.append(_throughput_runs(client, args.batch, data_source=None, query="bench"))
+    runtime.store.close()
+    return _figures(bare_lat, bare_tp), _figures(inst_lat, inst_tp)
+
+
+def _throughput_bare(batch: int, canvas: Any, tool_calls: int) -> float:
+    start = time.perf_counter()
+    results = [canvas(tool_calls).apply_async() for _ in range(batch)]
+    for result in results:
+        result.get(timeout=120)
+    return batch / (time.perf_counter() - start)
+
+
+def _throughput_runs(client: Any, batch: int, *, data_source: str | None, query: str) -> float:
+    start = time.perf_counter()
+    run_ids = [client.submit(query, data_source=data_source) for _ in range(batch)]
+    for run_id in run_ids:
+        client.wait(run_id, timeout=300, poll=0.01)
+    return batch / (time.perf_counter() - start)
+
+
+def _offline(args: argparse.Namespace) -> dict[str, Any]:
+    from pipeline.factory import build_runtime
+    from pipeline.scenarios import default_scenarios_dir
+    from tasks.client import VerityClient
+
+    runtime = build_runtime()
+    client = VerityClient(runtime)
+    source = str(default_scenarios_dir() / SCENARIO)
+    latencies = []
+    for i in range(max(args.runs // 2, 5) + 2):
+        start = time.time()
+        record = client.wait(client.submit(QUESTION, data_source=source), timeout=120,
+                             poll=0.002)
+        assert record.status.value == "SUCCESS" and record.finished_at is not None
+        if i >= 2:  # the first runs load the scenario into the worker
+            latencies.append(record.finished_at.timestamp() - start)
+    throughput = [_throughput_runs(client, args.batch, data_source=source, query=QUESTION)]
+    runtime.store.close()
+    figures = _figures(latencies, throughput)
+    figures["scenario"] = SCENARIO
+    return figures
+
+
+def _memory(worker: _Worker, inflight: int) -> dict[str, Any]:
+    from pipeline.factory import build_runtime
+    from pipeline.scenarios import default_scenarios_dir
+    from tasks.client import VerityClient
+
+    runtime = build_runtime()
+    client = VerityClient(runtime)
+    source = str(default_scenarios_dir() / SCENARIO)
+    before = worker.rss_mb()
+    start = time.perf_counter()
+    run_ids = [client.submit(QUESTION, data_source=source) for _ in range(inflight)]
+    statuses = [client.wait(run_id, timeout=900, poll=0.05).status.value for run_id in run_ids]
+    elapsed = time.perf_counter() - start
+    runtime.store.close()
+    return {"runs_in_flight": inflight, "rss_before_mb": round(before, 1),
+            "peak_rss_mb": round(worker.peak_rss_mb(), 1),
+            "succeeded": statuses.count("SUCCESS"), "elapsed_s": round(elapsed, 2)}
+
+
+def _figures(latencies: list[float], throughput: list[float]) -> dict[str, Any]:
+    ordered = sorted(latencies)
+    return {
+        "samples": len(ordered),
+        "latency_s": {"p50": round(statistics.median(ordered), 5),
+                      "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 5),
+                      "min": round(ordered[0], 5)},
+        "throughput_runs_per_s": round(statistics.median(throughput), 2),
+        "throughput_samples": [round(t, 2) for t in throughput],
+    }
+
+
+def _ratio(a: float, b: float) -> float:
+    return round(a / b, 3) if b else float("nan")
+
+
+def _create_schema(schema: str) -> str:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    engine = create_engine(PG)
+    with engine.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    engine.dispose()
+    url = make_url(PG).update_query_dict({"options": f"-csearch_path={schema}"})
+    return url.render_as_string(hide_password=False)
+
+
+def _drop_schema(schema: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(PG)
+    with engine.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    engine.dispose()
+
+
+def _flush_redis() -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS)
+    client.flushdb()
+    client.close()
+
+
+if __name__ == "__main__":
+    main()
