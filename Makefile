@@ -1,5 +1,5 @@
 # Two commands do everything on a fresh machine, installing included:
-#   make demo   verify a shipped sample run bundle on the embedded default (no services, no key)
+#   make demo   diagnose a shipped incident on the embedded default (no services, no key)
 #   make test   lint, type-check and run the whole suite (starts PostgreSQL/Redis if not answering)
 PY ?= python3
 VENV := .venv
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/verity verify samples/bundles/pass.json
+	$(BIN)/verity run "Why is checkout-service returning 500s?" --scenario checkout-pool-exhaustion
 
 services:
 	scripts/services.sh
@@ -29,5 +29,6 @@ lint: $(STAMP)
 test: $(STAMP) services lint
 	$(BIN)/pytest -q -p no:cacheprovider
 
-bench: $(STAMP)
+bench: $(STAMP) services
 	$(BIN)/python bench/gatekeeper.py
+	$(BIN)/python bench/runtime.py
