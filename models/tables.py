@@ -1,6 +1,6 @@
 """The run store's tables, SQLAlchemy 2 declarative (typed `Mapped[]`).
 
-Data only: `pipeline/store.py` is the one module that reads and writes these rows, and it
+Data only: `pipeline/store/` is the one package that reads and writes these rows, and it
 converts them to the pydantic contracts before they leave it. `migrations/` mirrors this file
 exactly; the naming convention keeps constraint names stable across backends and migrations.
 Enumerated values are stored as plain strings (validated by the contracts), so adding a value

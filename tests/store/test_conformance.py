@@ -40,9 +40,9 @@ from models.invocation import (
 )
 from models.run import LlmAttempt
 from models.verifier import ClaimCheck, EvidenceGap, FactCheck, FactClass, Verification
-from pipeline import store as store_module
 from pipeline.errors import DuplicateToolCallError, RunNotFoundError, StaleStateError, StoreError
 from pipeline.store import RunStore
+from pipeline.store import _ops as store_module
 
 QUERY = "why is checkout-service returning 500s?"
 SCOPE = QueryScope(

@@ -1,0 +1,296 @@
+"""Session-level operations of the run store and the conversion of rows to contracts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, Result, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from models.bundle import FinalAnswer, RunResult
+from models.common import FallbackType, Intent, RunStatus, Verdict
+from models.evaluation import SelfEvaluation
+from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
+from models.run import LlmAttempt, RunEvent, RunRecord
+from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
+from pipeline.errors import DuplicateToolCallError, RunNotFoundError, StaleStateError, StoreError
+from pipeline.store._engine import _RUN_ID_MAX
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _as_utc(value: datetime | None) -> datetime:
+    if value is None:
+        return _now()
+    if value.tzinfo is None:
+        raise StoreError("naive datetime: the store takes timezone-aware values only")
+    return value.astimezone(UTC)
+
+
+def _rowcount(result: Result[Any]) -> int:
+    return cast(CursorResult[Any], result).rowcount
+
+
+def _check_same_run(run_id: str, expected: str) -> None:
+    if run_id != expected:
+        raise StoreError(f"record of run {run_id} given for run {expected}")
+
+
+def _run_row(
+    *,
+    run_id: str,
+    query: str,
+    intent: Intent,
+    status: RunStatus,
+    session_id: str | None,
+    source: str,
+    source_run_id: str | None,
+    executor_output_raw: str | None,
+) -> DiagnosisRunRow:
+    if not 0 < len(run_id) <= _RUN_ID_MAX:
+        raise StoreError(f"run id must be 1 to {_RUN_ID_MAX} characters: {run_id!r}")
+    now = _now()
+    return DiagnosisRunRow(
+        run_id=run_id,
+        session_id=session_id,
+        query=query,
+        intent=Intent(intent).value,
+        status=RunStatus(status).value,
+        version=0,
+        source=source,
+        source_run_id=source_run_id,
+        cancel_requested=False,
+        evidence_retry_count=0,
+        executor_output_raw=executor_output_raw,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _add_run(session: Session, row: DiagnosisRunRow) -> None:
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise StoreError(f"run {row.run_id} already exists") from exc
+
+
+def _load_run(session: Session, run_id: str, *, lock: bool = False) -> DiagnosisRunRow:
+    stmt = select(DiagnosisRunRow).where(DiagnosisRunRow.run_id == run_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    row = session.scalars(stmt).one_or_none()
+    if row is None:
+        raise RunNotFoundError(run_id)
+    return row
+
+
+def _require_run(session: Session, run_id: str, *, lock: bool = False) -> None:
+    stmt = select(DiagnosisRunRow.run_id).where(DiagnosisRunRow.run_id == run_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    if session.scalar(stmt) is None:
+        raise RunNotFoundError(run_id)
+
+
+def _require_invocation(session: Session, run_id: str, tool_call_id: str) -> None:
+    stmt = select(ToolInvocationRow.id).where(
+        ToolInvocationRow.run_id == run_id, ToolInvocationRow.tool_call_id == tool_call_id
+    )
+    if session.scalar(stmt) is None:
+        _require_run(session, run_id)
+        raise StoreError(f"no tool call {tool_call_id!r} in run {run_id}")
+
+
+def _next_seq(session: Session, table: type[RunEventRow | ToolInvocationRow], run_id: str) -> int:
+    # Callers hold the run row (_require_run(lock=True)), so max + 1 cannot race.
+    current = session.scalar(select(func.max(table.seq)).where(table.run_id == run_id))
+    return (current or 0) + 1
+
+
+def _advance_values(
+    node: str | None, status: RunStatus | None, evidence_retry_count: int | None
+) -> dict[str, Any]:
+    now = _now()
+    values: dict[str, Any] = {"updated_at": now}
+    if node is not None:
+        values["node"] = node
+    if status is not None:
+        values["status"] = status.value
+        if status.terminal:
+            values["finished_at"] = now
+    if evidence_retry_count is not None:
+        values["evidence_retry_count"] = evidence_retry_count
+    return values
+
+
+def _finalize(
+    session: Session, run_id: str, result: RunResult, *, expected_version: int | None
+) -> bool:
+    _check_same_run(result.run_id, run_id)
+    row = _load_run(session, run_id, lock=True)
+    if RunStatus(row.status).terminal:
+        return False
+    if expected_version is not None and row.version != expected_version:
+        raise StaleStateError(f"run {run_id} is at version {row.version}, not {expected_version}")
+    now = _now()
+    if row.cancel_requested:  # nothing is released after a cancel
+        row.status = RunStatus.CANCELLED.value
+        row.version += 1
+        row.updated_at = row.finished_at = now
+        session.flush()
+        _insert_event(session, run_id, node="finalize", kind="cancelled",
+                      payload={"reason": "cancel requested before release"})
+        return False
+    row.status = RunStatus(result.status).value
+    row.node = "finalize"
+    row.verdict = result.verdict.value if result.verdict else None
+    row.fallback_type = result.fallback_type.value if result.fallback_type else None
+    row.final_answer = result.final_answer.model_dump(mode="json")
+    row.self_evaluation = result.self_evaluation.model_dump(mode="json")
+    row.version += 1
+    row.updated_at = now
+    row.finished_at = now
+    session.flush()
+    payload = {"status": row.status, "verdict": row.verdict, "fallback_type": row.fallback_type}
+    _insert_event(session, run_id, node="finalize", kind="completed", payload=payload)
+    return True
+
+
+def _insert_invocation(
+    session: Session, run_id: str, invocation: ToolInvocation, *, turn: int
+) -> None:
+    _require_run(session, run_id, lock=True)
+    now = _now()
+    pending = invocation.status is LifecycleStatus.PROJECTING
+    session.add(
+        ToolInvocationRow(
+            run_id=run_id,
+            tool_call_id=invocation.tool_call_id,
+            tool_name=invocation.tool_name,
+            arguments=invocation.arguments,
+            status=invocation.status.value,
+            evidence_status=invocation.evidence_status.value
+            if invocation.evidence_status
+            else None,
+            projection=_dump_projection(invocation.projection),
+            error=invocation.error,
+            turn=turn,
+            seq=_next_seq(session, ToolInvocationRow, run_id),
+            created_at=now,
+            finished_at=None if pending else now,
+        )
+    )
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise DuplicateToolCallError(run_id, invocation.tool_call_id) from exc
+
+
+def _insert_event(
+    session: Session, run_id: str, *, node: str, kind: str, payload: dict[str, Any]
+) -> RunEvent:
+    _require_run(session, run_id, lock=True)
+    row = RunEventRow(
+        run_id=run_id,
+        seq=_next_seq(session, RunEventRow, run_id),
+        node=node,
+        kind=kind,
+        payload=payload,
+        created_at=_now(),
+    )
+    session.add(row)
+    session.flush()
+    return _event(row)
+
+
+def _insert_attempt(session: Session, attempt: LlmAttempt) -> None:
+    _require_run(session, attempt.run_id)
+    fields = attempt.model_dump(exclude={"created_at"})
+    session.add(LlmAttemptRow(**fields, created_at=_as_utc(attempt.created_at)))
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise StoreError(
+            f"duplicate model attempt in run {attempt.run_id}: role {attempt.role}, "
+            f"cycle {attempt.cycle}, attempt {attempt.attempt_number}"
+        ) from exc
+
+
+def _invocations(session: Session, run_id: str) -> list[ToolInvocation]:
+    stmt = (
+        select(ToolInvocationRow)
+        .where(ToolInvocationRow.run_id == run_id)
+        .order_by(ToolInvocationRow.seq, ToolInvocationRow.id)
+    )
+    return [_invocation(row) for row in session.scalars(stmt)]
+
+
+# -- rows to contracts --------------------------------------------------------------------
+
+
+def _dump_projection(projection: Projection | None) -> dict[str, Any] | None:
+    return projection.model_dump(mode="json") if projection is not None else None
+
+
+def _record(row: DiagnosisRunRow) -> RunRecord:
+    return RunRecord(
+        run_id=row.run_id,
+        session_id=row.session_id,
+        query=row.query,
+        intent=Intent(row.intent),
+        status=RunStatus(row.status),
+        node=row.node,
+        version=row.version,
+        verdict=Verdict(row.verdict) if row.verdict else None,
+        fallback_type=FallbackType(row.fallback_type) if row.fallback_type else None,
+        final_answer=(
+            FinalAnswer.model_validate(row.final_answer) if row.final_answer is not None else None
+        ),
+        self_evaluation=(
+            SelfEvaluation.model_validate(row.self_evaluation)
+            if row.self_evaluation is not None
+            else None
+        ),
+        source=row.source,
+        source_run_id=row.source_run_id,
+        cancel_requested=row.cancel_requested,
+        evidence_retry_count=row.evidence_retry_count,
+        data_source=row.data_source,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        finished_at=row.finished_at,
+    )
+
+
+def _invocation(row: ToolInvocationRow) -> ToolInvocation:
+    return ToolInvocation(
+        tool_call_id=row.tool_call_id,
+        tool_name=row.tool_name,
+        arguments=row.arguments,
+        status=LifecycleStatus(row.status),
+        evidence_status=EvidenceStatus(row.evidence_status) if row.evidence_status else None,
+        projection=Projection.model_validate(row.projection) if row.projection else None,
+        error=row.error,
+    )
+
+
+def _event(row: RunEventRow) -> RunEvent:
+    return RunEvent(
+        run_id=row.run_id,
+        seq=row.seq,
+        node=row.node,
+        kind=row.kind,
+        payload=row.payload,
+        created_at=row.created_at,
+    )
+
+
+def _attempt(row: LlmAttemptRow) -> LlmAttempt:
+    fields = {name: getattr(row, name) for name in LlmAttempt.model_fields}
+    return LlmAttempt.model_validate(fields)
+
