@@ -67,3 +67,15 @@ class RunRecord(Contract):
     created_at: datetime | None = Field(default=None, description="Creation time (UTC).")
     updated_at: datetime | None = Field(default=None, description="Last change (UTC).")
     finished_at: datetime | None = Field(default=None, description="Terminal time (UTC).")
+
+
+class RunHead(Contract):
+    """The few columns a node needs to decide whether to run: read on every task."""
+
+    run_id: str = Field(description="Run id.")
+    status: RunStatus = Field(description="Run status.")
+    version: int = Field(ge=0, description="Optimistic-lock version.")
+    node: str | None = Field(default=None, description="Last committed node.")
+    cancel_requested: bool = Field(default=False, description="Cancellation flag.")
+    data_source: str | None = Field(default=None, description="Where its tools read data.")
+    session_id: str | None = Field(default=None, description="Conversation session.")

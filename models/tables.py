@@ -107,6 +107,9 @@ class DiagnosisRunRow(Base):
     state: Mapped[dict[str, Any] | None] = mapped_column(_json())
     # Where the run's tools read incident data (a scenario folder here).
     data_source: Mapped[str | None] = mapped_column(String(1024))
+    # Last seq handed out to the run's events and tool invocations.
+    event_seq: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    invocation_seq: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

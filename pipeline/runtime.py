@@ -28,14 +28,14 @@ from models.composer import ComposerOutput
 from models.evaluation import StageStatus
 from models.fallback import FallbackReason
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
-from models.run import LlmAttempt, RunRecord
+from models.run import LlmAttempt, RunHead
 from models.state import NextStep, PipelineState, RuntimeState
 from models.verifier import EvidenceGap, RetryContext
 from pipeline import nodes, routing
 from pipeline.agents.base import SingleTurnModel
 from pipeline.attempts import AttemptLog
 from pipeline.config import VeritySettings
-from pipeline.errors import DuplicateToolCallError, StaleStateError
+from pipeline.errors import StaleStateError
 from pipeline.evaluation import run_result
 from pipeline.executor_output import parse_executor_output
 from pipeline.ids import mint_tool_call_id
@@ -45,6 +45,7 @@ from pipeline.tools.registry import ToolRegistry, run_tool
 
 MAX_EXECUTOR_TURNS = 4
 KNOWLEDGE_NODE = "knowledge"
+_NEEDS_OUTPUT = frozenset({Node.GATEKEEP.value, Node.VERIFY.value})
 Event = tuple[str, str, dict[str, Any]]
 
 
@@ -111,6 +112,8 @@ class _Commit:
     attempts: list[LlmAttempt] = field(default_factory=list)
     executor_output_raw: str | None = None
     evidence_retry_count: int | None = None
+    invocations: list[ToolInvocation] = field(default_factory=list)
+    turn: int = 0
 
 
 @dataclass
@@ -148,17 +151,18 @@ class Runtime:
 
     def coordinate(self, run_id: str, version: int) -> NodeOutcome:
         """Entry and chord body: the node the stored `next` step names, at `version`."""
-        record, state = self._load(run_id)
-        stop = self._stopped(record)
+        head, raw, _ = self.store.get_head(run_id)
+        stop = self._stopped(head)
         if stop is not None:
             return stop
-        if record.version != version or state.next is None:
-            return NodeOutcome("stale", record.version)
-        return NodeOutcome("committed", version, NextStep(node=state.next.node))
+        step = (raw or {}).get("next")
+        if head.version != version or not step:
+            return NodeOutcome("stale", head.version)
+        return NodeOutcome("committed", version, NextStep(node=step["node"]))
 
     def run_node(self, run_id: str, node: str, version: int) -> NodeOutcome:
         """Run `node` if the run is at `version`; commit its output under that version."""
-        record, state = self._load(run_id)
+        record, state, raw_output = self._load(run_id, with_executor_output=node in _NEEDS_OUTPUT)
         stop = self._stopped(record)
         if stop is not None:
             return stop
@@ -174,7 +178,7 @@ class Runtime:
         if delay:
             time.sleep(delay)
         try:
-            commit = _BODIES[node](self, record, state)
+            commit = _BODIES[node](self, record, state, raw_output)
         except Exception as exc:  # a node that cannot go on fails the run, visibly
             return self._fail(record, state, node=node, error=exc)
         try:
@@ -183,44 +187,47 @@ class Runtime:
                 status=RunStatus.RUNNING, events=commit.events, attempts=commit.attempts,
                 executor_output_raw=commit.executor_output_raw,
                 evidence_retry_count=commit.evidence_retry_count,
+                invocations=commit.invocations, turn=commit.turn,
             )
         except StaleStateError:
             return NodeOutcome("stale", version)
         return NodeOutcome("committed", new_version, commit.state.next)
 
     def run_tool_call(self, run_id: str, tool_call_id: str) -> ToolInvocation | None:
-        """Run one requested tool call exactly once per (run, tool_call_id); never raises."""
-        record, state = self._load(run_id)
-        if record.status.terminal or record.cancel_requested:
+        """Run one requested tool call at most once to completion; never raises.
+
+        The execute node stored the call as a PROJECTING row; a redelivery of a finished call
+        does nothing, and a result that arrives after a cancel is discarded.
+        """
+        found = self.store.get_tool_call(run_id, tool_call_id)
+        if found is None:
             return None
-        request = _requested_call(state, tool_call_id)
-        if request is None:
+        head, pending = found
+        if head.status.terminal or head.cancel_requested:
             return None
-        pending = ToolInvocation(tool_call_id=tool_call_id, tool_name=request.tool_name,
-                                 arguments=request.arguments, status=LifecycleStatus.PROJECTING)
-        turn = len(state.transcript.turns) if state.transcript else 0
-        try:
-            self.store.add_invocation(run_id, pending, turn=turn)
-        except DuplicateToolCallError:
-            existing = _find(self.store.list_invocations(run_id), tool_call_id)
-            if existing is not None and existing.status is not LifecycleStatus.PROJECTING:
-                return existing  # a redelivery of a finished call: nothing to redo
+        if pending.status is not LifecycleStatus.PROJECTING:
+            return pending
         registry = self.registry
-        if request.tool_name in self.settings.failing_tools():
-            registry = _failing(registry, request.tool_name)
+        if pending.tool_name in self.settings.failing_tools():
+            registry = _failing(registry, pending.tool_name)
+        request = ToolCallRequest(tool_call_id=tool_call_id, tool_name=pending.tool_name,
+                                  arguments=pending.arguments)
         result = run_tool(
-            registry, request, source=self.source_loader(record.data_source),
+            registry, request, source=self.source_loader(head.data_source),
             max_items=self.settings.projection_max_items,
             max_bytes=self.settings.projection_max_bytes,
         )
-        if self.store.is_cancel_requested(run_id):
-            result = result.model_copy(update={
-                "status": LifecycleStatus.ERROR, "evidence_status": EvidenceStatus.ERROR,
-                "projection": None, "error": "discarded: the run was cancelled"})
-        self.store.complete_invocation(
+        kept = self.store.complete_invocation(
             run_id, tool_call_id, status=result.status, evidence_status=result.evidence_status,
-            projection=result.projection, error=result.error,
+            projection=result.projection, error=result.error, unless_cancelled=True,
         )
+        if not kept and self.store.is_cancel_requested(run_id):
+            self.store.complete_invocation(
+                run_id, tool_call_id, status=LifecycleStatus.ERROR,
+                evidence_status=EvidenceStatus.ERROR, projection=None,
+                error="discarded: the run was cancelled",
+            )
+            return None
         return result
 
     def cancel(self, run_id: str) -> bool:
@@ -230,13 +237,15 @@ class Runtime:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _load(self, run_id: str) -> tuple[RunRecord, RuntimeState]:
-        record, raw = self.store.get_state(run_id)
+    def _load(
+        self, run_id: str, *, with_executor_output: bool = False
+    ) -> tuple[RunHead, RuntimeState, str | None]:
+        head, raw, output = self.store.get_head(run_id, with_executor_output=with_executor_output)
         if raw is None:
             raise StaleStateError(f"run {run_id} has no runtime state")
-        return record, RuntimeState.model_validate(raw)
+        return head, RuntimeState.model_validate(raw), output
 
-    def _stopped(self, record: RunRecord) -> NodeOutcome | None:
+    def _stopped(self, record: RunHead) -> NodeOutcome | None:
         if record.status.terminal:
             return NodeOutcome("terminal", record.version)
         if record.cancel_requested:
@@ -245,7 +254,7 @@ class Runtime:
         return None
 
     def _fail(
-        self, record: RunRecord, state: RuntimeState, *, node: str, error: Exception
+        self, record: RunHead, state: RuntimeState, *, node: str, error: Exception
     ) -> NodeOutcome:
         message = f"{type(error).__name__}: {error}".splitlines()[0][:500]
         try:
@@ -258,7 +267,7 @@ class Runtime:
             return NodeOutcome("stale", record.version)
         return NodeOutcome("failed", version)
 
-    def _finalize(self, record: RunRecord, state: RuntimeState) -> NodeOutcome:
+    def _finalize(self, record: RunHead, state: RuntimeState) -> NodeOutcome:
         invocations = self.store.list_invocations(record.run_id)
         result = run_result(record.run_id, state.pipeline, invocations)
         try:
@@ -267,11 +276,7 @@ class Runtime:
             return NodeOutcome("stale", record.version)
         return NodeOutcome("committed" if released else "cancelled", record.version + 1)
 
-    def _document(self, run_id: str) -> dict[str, Any]:
-        parsed = parse_executor_output(self.store.get_executor_output(run_id) or "")
-        if parsed.document is None:
-            raise StaleStateError(f"run {run_id} has no parsed executor output")
-        return parsed.document
+
 
 
 def _failing(registry: ToolRegistry, name: str) -> ToolRegistry:
@@ -283,6 +288,13 @@ def _failing(registry: ToolRegistry, name: str) -> ToolRegistry:
 
 def _raise_injected(*_args: object, **_kwargs: object) -> Any:
     raise RuntimeError("injected tool failure")
+
+
+def _document(run_id: str, raw_output: str | None) -> dict[str, Any]:
+    parsed = parse_executor_output(raw_output or "")
+    if parsed.document is None:
+        raise StaleStateError(f"run {run_id} has no parsed executor output")
+    return parsed.document
 
 
 def _dump(state: RuntimeState) -> dict[str, Any]:
@@ -308,7 +320,9 @@ def _next_for(route: Route, *, node: str | None = None) -> NextStep:
 # -- node bodies ----------------------------------------------------------------------------
 
 
-def _plan(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
+def _plan(
+    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
+) -> _Commit:
     pipeline = state.pipeline
     gap_mode = pipeline.evidence_retry_count > 0
     previous = None
@@ -334,15 +348,20 @@ def _plan(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
         transcript = Transcript(query=pipeline.query, plan=plan,
                                 turns=[ExecutorTurn(tool_calls=[lookup])])
         next_step = NextStep(node=KNOWLEDGE_NODE, tool_call_ids=[lookup.tool_call_id])
-    else:
-        transcript = Transcript(query=pipeline.query, plan=plan, previous_turn=previous,
-                                gaps=list(state.retry_gaps) if gap_mode else [])
-        next_step = NextStep(node=Node.EXECUTE.value)
+        new = state.model_copy(update={"plan": plan, "transcript": transcript, "next": next_step})
+        pending = ToolInvocation(tool_call_id=lookup.tool_call_id, tool_name=lookup.tool_name,
+                                 arguments=lookup.arguments, status=LifecycleStatus.PROJECTING)
+        return _Commit(new, events, invocations=[pending], turn=1)
+    transcript = Transcript(query=pipeline.query, plan=plan, previous_turn=previous,
+                            gaps=list(state.retry_gaps) if gap_mode else [])
+    next_step = NextStep(node=Node.EXECUTE.value)
     new = state.model_copy(update={"plan": plan, "transcript": transcript, "next": next_step})
     return _Commit(new, events)
 
 
-def _execute(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
+def _execute(
+    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
+) -> _Commit:
     assert state.transcript is not None
     invocations = rt.store.list_invocations(record.run_id)
     transcript = _with_results(state.transcript, invocations)
@@ -355,8 +374,12 @@ def _execute(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
         new = state.model_copy(update={
             "transcript": state.transcript.model_copy(update={"turns": turns}),
             "next": NextStep(node=Node.EXECUTE.value, tool_call_ids=ids)})
+        pending = [ToolInvocation(tool_call_id=c.tool_call_id, tool_name=c.tool_name,
+                                  arguments=c.arguments, status=LifecycleStatus.PROJECTING)
+                   for c in fresh]
         return _Commit(new, [("execute", "tool_calls", {
-            "turn": len(turns), "tools": [c.tool_name for c in fresh]})])
+            "turn": len(turns), "tools": [c.tool_name for c in fresh]})],
+            invocations=pending, turn=len(turns))
     raw = step.final_output or ""
     pipeline, _ = nodes.parse_node(state.pipeline, raw)
     route = routing.after_execute(pipeline.executor_status)
@@ -377,9 +400,12 @@ def _with_results(transcript: Transcript, invocations: Sequence[ToolInvocation])
     return transcript.model_copy(update={"turns": turns})
 
 
-def _gatekeep(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
+def _gatekeep(
+    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
+) -> _Commit:
     invocations = rt.store.list_invocations(record.run_id)
-    pipeline = nodes.gatekeep_node(state.pipeline, rt._document(record.run_id), invocations)
+    document = _document(record.run_id, raw_output)
+    pipeline = nodes.gatekeep_node(state.pipeline, document, invocations)
     assert pipeline.gatekeeper is not None
     result = pipeline.gatekeeper.result
     route = routing.after_gatekeep(result.severity)
@@ -389,7 +415,9 @@ def _gatekeep(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
         "bindings": len(result.checked_bindings)})])
 
 
-def _verify(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
+def _verify(
+    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
+) -> _Commit:
     log = AttemptLog(record.run_id)
     pipeline = nodes.verify_node(state.pipeline, verifier=rt.agents.verifier, log=log)
     gatekeeper = pipeline.gatekeeper
@@ -412,7 +440,7 @@ def _verify(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
     if route.node is Node.PLAN:
         return _evidence_retry(state, pipeline, gaps, events=events, attempts=log.attempts)
     if pipeline.effective_verdict is not None:
-        pipeline = nodes.prepare_composition(pipeline, rt._document(record.run_id))
+        pipeline = nodes.prepare_composition(pipeline, _document(record.run_id, raw_output))
     new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
     return _Commit(new, events, log.attempts)
 
@@ -439,7 +467,9 @@ def _evidence_retry(
     return _Commit(new, events, attempts, evidence_retry_count=count)
 
 
-def _compose(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
+def _compose(
+    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
+) -> _Commit:
     log = AttemptLog(record.run_id)
     pipeline = nodes.compose_node(state.pipeline, composer=rt.agents.composer, log=log)
     route = routing.after_compose(pipeline.composer_status)
@@ -448,7 +478,9 @@ def _compose(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
         "composer_status": pipeline.composer_status.value})], log.attempts)
 
 
-def _fallback(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
+def _fallback(
+    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
+) -> _Commit:
     assert state.next is not None
     route = Route(Node.FALLBACK, state.next.fallback_type, state.next.reason)
     pipeline = nodes.fallback_node(state.pipeline, route)
@@ -459,7 +491,9 @@ def _fallback(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
         "reason": route.reason.value if route.reason else None})])
 
 
-def _knowledge(rt: Runtime, record: RunRecord, state: RuntimeState) -> _Commit:
+def _knowledge(
+    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
+) -> _Commit:
     assert state.transcript is not None
     lookup_id = state.transcript.turns[0].tool_calls[0].tool_call_id
     lookup = _find(rt.store.list_invocations(record.run_id), lookup_id)
@@ -491,7 +525,7 @@ def _knowledge_output(answer: KnowledgeAnswer) -> ComposerOutput:
     )
 
 
-_BODIES: dict[str, Callable[[Runtime, RunRecord, RuntimeState], _Commit]] = {
+_BODIES: dict[str, Callable[[Runtime, RunHead, RuntimeState, str | None], _Commit]] = {
     Node.PLAN.value: _plan,
     Node.EXECUTE.value: _execute,
     Node.GATEKEEP.value: _gatekeep,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Result, func, select
+from sqlalchemy import CursorResult, Result, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -16,7 +18,9 @@ from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolI
 from models.run import LlmAttempt, RunEvent, RunRecord
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
 from pipeline.errors import DuplicateToolCallError, RunNotFoundError, StaleStateError, StoreError
-from pipeline.store._engine import _RUN_ID_MAX
+from pipeline.store._engine import _NO_SYNC, _RUN_ID_MAX, _TERMINAL
+
+TERMINAL = _TERMINAL
 
 
 def _now() -> datetime:
@@ -106,12 +110,6 @@ def _require_invocation(session: Session, run_id: str, tool_call_id: str) -> Non
         raise StoreError(f"no tool call {tool_call_id!r} in run {run_id}")
 
 
-def _next_seq(session: Session, table: type[RunEventRow | ToolInvocationRow], run_id: str) -> int:
-    # Callers hold the run row (_require_run(lock=True)), so max + 1 cannot race.
-    current = session.scalar(select(func.max(table.seq)).where(table.run_id == run_id))
-    return (current or 0) + 1
-
-
 def _advance_values(
     node: str | None, status: RunStatus | None, evidence_retry_count: int | None
 ) -> dict[str, Any]:
@@ -132,80 +130,129 @@ def _finalize(
     session: Session, run_id: str, result: RunResult, *, expected_version: int | None
 ) -> bool:
     _check_same_run(result.run_id, run_id)
+    now = _now()
+    table = DiagnosisRunRow
+    stmt = (
+        update(table)
+        .where(table.run_id == run_id, table.status.not_in(TERMINAL),
+               table.cancel_requested.is_(False))
+        .values(
+            status=RunStatus(result.status).value, node="finalize",
+            verdict=result.verdict.value if result.verdict else None,
+            fallback_type=result.fallback_type.value if result.fallback_type else None,
+            final_answer=result.final_answer.model_dump(mode="json"),
+            self_evaluation=result.self_evaluation.model_dump(mode="json"),
+            version=table.version + 1, updated_at=now, finished_at=now,
+            event_seq=table.event_seq + 1,
+        )
+        .returning(table.event_seq)
+    )
+    if expected_version is not None:
+        stmt = stmt.where(table.version == expected_version)
+    seq = session.execute(stmt, execution_options=_NO_SYNC).scalar_one_or_none()
+    if seq is not None:
+        payload = {"status": result.status, "verdict": result.verdict,
+                   "fallback_type": result.fallback_type}
+        _write_events(session, run_id, [("finalize", "completed", payload)], last_seq=seq)
+        return True
     row = _load_run(session, run_id, lock=True)
     if RunStatus(row.status).terminal:
         return False
     if expected_version is not None and row.version != expected_version:
         raise StaleStateError(f"run {run_id} is at version {row.version}, not {expected_version}")
-    now = _now()
-    if row.cancel_requested:  # nothing is released after a cancel
-        row.status = RunStatus.CANCELLED.value
-        row.version += 1
-        row.updated_at = row.finished_at = now
-        session.flush()
-        _insert_event(session, run_id, node="finalize", kind="cancelled",
-                      payload={"reason": "cancel requested before release"})
-        return False
-    row.status = RunStatus(result.status).value
-    row.node = "finalize"
-    row.verdict = result.verdict.value if result.verdict else None
-    row.fallback_type = result.fallback_type.value if result.fallback_type else None
-    row.final_answer = result.final_answer.model_dump(mode="json")
-    row.self_evaluation = result.self_evaluation.model_dump(mode="json")
+    # cancel requested: nothing is released after a cancel
+    row.status = RunStatus.CANCELLED.value
     row.version += 1
-    row.updated_at = now
-    row.finished_at = now
+    row.updated_at = row.finished_at = now
     session.flush()
-    payload = {"status": row.status, "verdict": row.verdict, "fallback_type": row.fallback_type}
-    _insert_event(session, run_id, node="finalize", kind="completed", payload=payload)
-    return True
+    _insert_event(session, run_id, node="finalize", kind="cancelled",
+                  payload={"reason": "cancel requested before release"})
+    return False
+
+
+def _allocate(session: Session, run_id: str, *, events: int = 0, invocations: int = 0
+              ) -> tuple[int, int]:
+    """Reserve seqs on the run row (which serializes the run's writers); the last ones."""
+    table = DiagnosisRunRow
+    stmt = (
+        update(table)
+        .where(table.run_id == run_id)
+        .values(event_seq=table.event_seq + events,
+                invocation_seq=table.invocation_seq + invocations)
+        .returning(table.event_seq, table.invocation_seq)
+    )
+    row = session.execute(stmt, execution_options=_NO_SYNC).one_or_none()
+    if row is None:
+        raise RunNotFoundError(run_id)
+    return int(row[0]), int(row[1])
 
 
 def _insert_invocation(
     session: Session, run_id: str, invocation: ToolInvocation, *, turn: int
 ) -> None:
-    _require_run(session, run_id, lock=True)
+    _, last = _allocate(session, run_id, invocations=1)
+    _write_invocations(session, run_id, [invocation], turn=turn, last_seq=last)
+
+
+def _write_invocations(
+    session: Session,
+    run_id: str,
+    invocations: Sequence[ToolInvocation],
+    *,
+    turn: int,
+    last_seq: int,
+) -> None:
     now = _now()
-    pending = invocation.status is LifecycleStatus.PROJECTING
-    session.add(
-        ToolInvocationRow(
-            run_id=run_id,
-            tool_call_id=invocation.tool_call_id,
-            tool_name=invocation.tool_name,
-            arguments=invocation.arguments,
-            status=invocation.status.value,
-            evidence_status=invocation.evidence_status.value
-            if invocation.evidence_status
-            else None,
-            projection=_dump_projection(invocation.projection),
-            error=invocation.error,
-            turn=turn,
-            seq=_next_seq(session, ToolInvocationRow, run_id),
-            created_at=now,
-            finished_at=None if pending else now,
-        )
-    )
+    first = last_seq - len(invocations) + 1
+    rows = [
+        {
+            "run_id": run_id, "tool_call_id": inv.tool_call_id, "tool_name": inv.tool_name,
+            "arguments": inv.arguments, "status": inv.status.value,
+            "evidence_status": inv.evidence_status.value if inv.evidence_status else None,
+            "projection": _dump_projection(inv.projection), "error": inv.error, "turn": turn,
+            "seq": first + i, "created_at": now,
+            "finished_at": None if inv.status is LifecycleStatus.PROJECTING else now,
+        }
+        for i, inv in enumerate(invocations)
+    ]
+    if not rows:
+        return
     try:
-        session.flush()
+        session.execute(insert(ToolInvocationRow), rows)
     except IntegrityError as exc:
-        raise DuplicateToolCallError(run_id, invocation.tool_call_id) from exc
+        duplicate = invocations[0].tool_call_id if len(invocations) == 1 else "of this batch"
+        raise DuplicateToolCallError(run_id, duplicate) from exc
 
 
 def _insert_event(
     session: Session, run_id: str, *, node: str, kind: str, payload: dict[str, Any]
 ) -> RunEvent:
-    _require_run(session, run_id, lock=True)
-    row = RunEventRow(
-        run_id=run_id,
-        seq=_next_seq(session, RunEventRow, run_id),
-        node=node,
-        kind=kind,
-        payload=payload,
-        created_at=_now(),
-    )
-    session.add(row)
-    session.flush()
-    return _event(row)
+    last, _ = _allocate(session, run_id, events=1)
+    return _write_events(session, run_id, [(node, kind, payload)], last_seq=last)[0]
+
+
+def _write_events(
+    session: Session,
+    run_id: str,
+    events: Sequence[tuple[str, str, dict[str, Any]]],
+    *,
+    last_seq: int,
+) -> list[RunEvent]:
+    now = _now()
+    first = last_seq - len(events) + 1
+    rows = [
+        {"run_id": run_id, "seq": first + i, "node": node, "kind": kind,
+         "payload": _jsonable(payload), "created_at": now}
+        for i, (node, kind, payload) in enumerate(events)
+    ]
+    if rows:
+        session.execute(insert(RunEventRow), rows)
+    return [RunEvent.model_validate(row) for row in rows]
+
+
+def _jsonable(payload: dict[str, Any]) -> dict[str, Any]:
+    """Enum members and other JSON-able values as plain JSON types."""
+    return {k: v.value if isinstance(v, Enum) else v for k, v in payload.items()}
 
 
 def _insert_attempt(session: Session, attempt: LlmAttempt) -> None:

@@ -19,13 +19,14 @@ from types import TracebackType
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, insert, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
 from models.bundle import RunBundle, RunResult
 from models.common import Intent, RunStatus
 from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
-from models.run import LlmAttempt, RunEvent, RunRecord
+from models.run import LlmAttempt, RunEvent, RunHead, RunRecord
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
 from models.verifier import RetryContext
 from pipeline.errors import RunNotFoundError, StaleStateError, StoreError
@@ -33,6 +34,7 @@ from pipeline.store._engine import _NO_SYNC, _TERMINAL, _WRITE, make_engine, upg
 from pipeline.store._ops import (
     _add_run,
     _advance_values,
+    _as_utc,
     _attempt,
     _check_same_run,
     _dump_projection,
@@ -41,6 +43,7 @@ from pipeline.store._ops import (
     _insert_attempt,
     _insert_event,
     _insert_invocation,
+    _invocation,
     _invocations,
     _load_run,
     _now,
@@ -49,6 +52,8 @@ from pipeline.store._ops import (
     _require_run,
     _rowcount,
     _run_row,
+    _write_events,
+    _write_invocations,
 )
 
 
@@ -127,10 +132,10 @@ class RunStore:
         )
         row.data_source = data_source
         row.state = state
+        row.event_seq = len(events)
         with self._write() as session:
             _add_run(session, row)
-            for node, kind, payload in events:
-                _insert_event(session, row.run_id, node=node, kind=kind, payload=payload)
+            _write_events(session, row.run_id, events, last_seq=len(events))
         return row.run_id
 
     def get_state(self, run_id: str) -> tuple[RunRecord, dict[str, Any] | None]:
@@ -138,6 +143,26 @@ class RunStore:
         with self._read() as session:
             row = _load_run(session, run_id)
             return _record(row), row.state
+
+    def get_head(
+        self, run_id: str, *, with_executor_output: bool = False
+    ) -> tuple[RunHead, dict[str, Any] | None, str | None]:
+        """What a node needs on every task, in one read: the head, the state and, if asked,
+        the raw Executor output."""
+        table = DiagnosisRunRow
+        columns = [table.run_id, table.status, table.version, table.node,
+                   table.cancel_requested, table.data_source, table.session_id, table.state]
+        if with_executor_output:
+            columns.append(table.executor_output_raw)
+        with self._read() as session:
+            row = session.execute(select(*columns).where(table.run_id == run_id)).one_or_none()
+        if row is None:
+            raise RunNotFoundError(run_id)
+        head = RunHead(run_id=row.run_id, status=RunStatus(row.status), version=row.version,
+                       node=row.node, cancel_requested=row.cancel_requested,
+                       data_source=row.data_source, session_id=row.session_id)
+        raw = row.executor_output_raw if with_executor_output else None
+        return head, row.state, raw
 
     def commit_node(
         self,
@@ -151,33 +176,63 @@ class RunStore:
         executor_output_raw: str | None = None,
         events: Sequence[tuple[str, str, dict[str, Any]]] = (),
         attempts: Sequence[LlmAttempt] = (),
+        invocations: Sequence[ToolInvocation] = (),
+        turn: int = 0,
     ) -> int:
-        """Persist one node's output, its events and attempts in one transaction.
+        """Persist one node's output, its events, model attempts and requested tool calls
+        (PROJECTING rows) in one transaction.
 
         The run must still be at `expected_version` and not terminal (StaleStateError
         otherwise): a redelivered or duplicate node loses here and changes nothing.
         """
         for attempt in attempts:
             _check_same_run(attempt.run_id, run_id)
+        table = DiagnosisRunRow
+        values: dict[str, Any] = _advance_values(node, status, evidence_retry_count)
+        values.update(state=state, version=expected_version + 1,
+                      event_seq=table.event_seq + len(events),
+                      invocation_seq=table.invocation_seq + len(invocations))
+        if executor_output_raw is not None:
+            values["executor_output_raw"] = executor_output_raw
+        stmt = (
+            update(table)
+            .where(table.run_id == run_id, table.version == expected_version,
+                   table.status.not_in(_TERMINAL))
+            .values(**values)
+            .returning(table.event_seq, table.invocation_seq)
+        )
         with self._write() as session:
-            row = _load_run(session, run_id, lock=True)
-            if row.version != expected_version or RunStatus(row.status).terminal:
+            seqs = session.execute(stmt, execution_options=_NO_SYNC).one_or_none()
+            if seqs is None:
+                row = _load_run(session, run_id)
                 raise StaleStateError(
                     f"run {run_id} is at version {row.version} ({row.status}), "
                     f"not {expected_version}"
                 )
-            for name, value in _advance_values(node, status, evidence_retry_count).items():
-                setattr(row, name, value)
-            row.state = state
-            row.version = expected_version + 1
-            if executor_output_raw is not None:
-                row.executor_output_raw = executor_output_raw
-            session.flush()
-            for event_node, kind, payload in events:
-                _insert_event(session, run_id, node=event_node, kind=kind, payload=payload)
-            for attempt in attempts:
-                _insert_attempt(session, attempt)
-            return row.version
+            _write_events(session, run_id, events, last_seq=int(seqs[0]))
+            _write_invocations(session, run_id, invocations, turn=turn, last_seq=int(seqs[1]))
+            _write_attempts(session, attempts)
+        return expected_version + 1
+
+    def get_tool_call(
+        self, run_id: str, tool_call_id: str
+    ) -> tuple[RunHead, ToolInvocation] | None:
+        """A requested tool call with its run's head, in one read; None if not requested."""
+        run, call = DiagnosisRunRow, ToolInvocationRow
+        stmt = (
+            select(run.status, run.version, run.node, run.cancel_requested, run.data_source,
+                   run.session_id, call)
+            .join(call, call.run_id == run.run_id)
+            .where(run.run_id == run_id, call.tool_call_id == tool_call_id)
+        )
+        with self._read() as session:
+            row = session.execute(stmt).one_or_none()
+            if row is None:
+                return None
+            head = RunHead(run_id=run_id, status=RunStatus(row.status), version=row.version,
+                           node=row.node, cancel_requested=row.cancel_requested,
+                           data_source=row.data_source, session_id=row.session_id)
+            return head, _invocation(row.ToolInvocationRow)
 
     def cancel_run(self, run_id: str, *, reason: str = "cancel requested") -> bool:
         """End a non-terminal run as CANCELLED, with an event; False if already terminal."""
@@ -299,14 +354,13 @@ class RunStore:
             source_run_id=bundle.run_id,
             executor_output_raw=bundle.executor_output_raw,
         )
+        row.event_seq, row.invocation_seq = len(events), len(bundle.invocations)
         with self._write() as session:
             _add_run(session, row)
-            for invocation in bundle.invocations:
-                _insert_invocation(session, row.run_id, invocation, turn=0)
-            for node, kind, payload in events:
-                _insert_event(session, row.run_id, node=node, kind=kind, payload=payload)
-            for attempt in attempts:
-                _insert_attempt(session, attempt)
+            _write_invocations(session, row.run_id, bundle.invocations, turn=0,
+                               last_seq=len(bundle.invocations))
+            _write_events(session, row.run_id, events, last_seq=len(events))
+            _write_attempts(session, attempts)
             _finalize(session, row.run_id, result, expected_version=None)
         return row.run_id
 
@@ -384,8 +438,10 @@ class RunStore:
         evidence_status: EvidenceStatus | None,
         projection: Projection | None,
         error: str | None = None,
+        unless_cancelled: bool = False,
     ) -> bool:
-        """Move a PROJECTING call to READY or ERROR; False if it was already completed."""
+        """Move a PROJECTING call to READY or ERROR; False if it was already completed (or,
+        with `unless_cancelled`, if its run was cancelled: the late result is not kept)."""
         if status is LifecycleStatus.PROJECTING:
             raise StoreError("complete_invocation needs status READY or ERROR")
         stmt = (
@@ -393,6 +449,7 @@ class RunStore:
             .where(ToolInvocationRow.run_id == run_id)
             .where(ToolInvocationRow.tool_call_id == tool_call_id)
             .where(ToolInvocationRow.status == LifecycleStatus.PROJECTING.value)
+            .where(*_not_cancelled(run_id, unless_cancelled))
             .values(
                 status=status.value,
                 evidence_status=evidence_status.value if evidence_status else None,
@@ -460,3 +517,27 @@ class RunStore:
 # -- helpers: one session, no commit ------------------------------------------------------
 
 
+
+
+def _not_cancelled(run_id: str, only_live: bool) -> list[Any]:
+    if not only_live:
+        return []
+    live = select(DiagnosisRunRow.run_id).where(
+        DiagnosisRunRow.run_id == run_id, DiagnosisRunRow.cancel_requested.is_(False)
+    )
+    return [ToolInvocationRow.run_id.in_(live)]
+
+
+def _write_attempts(session: Session, attempts: Sequence[LlmAttempt]) -> None:
+    if not attempts:
+        return
+    rows = [{**a.model_dump(exclude={"created_at"}), "created_at": _as_utc(a.created_at)}
+            for a in attempts]
+    try:
+        session.execute(insert(LlmAttemptRow), rows)
+    except IntegrityError as exc:
+        first = attempts[0]
+        raise StoreError(
+            f"duplicate model attempt in run {first.run_id}: role {first.role}, "
+            f"cycle {first.cycle}, attempt {first.attempt_number}"
+        ) from exc

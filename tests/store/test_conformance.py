@@ -524,7 +524,7 @@ def test_finalize_is_one_transaction(store: RunStore, monkeypatch: pytest.Monkey
         raise RuntimeError("disk full")
 
     with monkeypatch.context() as patch:
-        patch.setattr(store_module, "_insert_event", fail)
+        patch.setattr(store_module, "_write_events", fail)
         with pytest.raises(RuntimeError):
             store.finalize(run_id, _result(run_id, fallback=True))
     record = store.get_run(run_id)
