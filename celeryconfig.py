@@ -21,7 +21,8 @@ task_reject_on_worker_lost = True
 worker_prefetch_multiplier = 1
 worker_send_task_events = True
 task_send_sent_event = True
-task_track_started = True
+# Run state lives in the database; a STARTED result per task would be a wasted write.
+task_track_started = False
 task_default_queue = "control"
 task_routes = {
     "verity.node.tool": {"queue": "tools"},

@@ -149,7 +149,7 @@ def _compare(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     def instant_one() -> float:
         start = time.time()
         run_id = client.submit("bench", data_source=None)
-        record = client.wait(run_id, timeout=60, poll=0.002)
+        record = client.wait(run_id, timeout=60, poll=0.02)
         assert record.status.value == "SUCCESS", record.status
         assert record.finished_at is not None
         return record.finished_at.timestamp() - start

@@ -46,6 +46,9 @@ from pipeline.tools.registry import ToolRegistry, run_tool
 MAX_EXECUTOR_TURNS = 4
 KNOWLEDGE_NODE = "knowledge"
 _NEEDS_OUTPUT = frozenset({Node.GATEKEEP.value, Node.VERIFY.value})
+_NEEDS_INVOCATIONS = frozenset(
+    {Node.EXECUTE.value, Node.GATEKEEP.value, Node.FINALIZE.value, KNOWLEDGE_NODE}
+)
 Event = tuple[str, str, dict[str, Any]]
 
 
@@ -105,6 +108,16 @@ class NodeOutcome:
     next: NextStep | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class NodeInput:
+    """What one node reads, in one round trip."""
+
+    head: RunHead
+    state: RuntimeState
+    raw_output: str | None
+    invocations: list[ToolInvocation]
+
+
 @dataclass
 class _Commit:
     state: RuntimeState
@@ -149,8 +162,14 @@ class Runtime:
             events=[("submit", "accepted", {"intent": intent.value})],
         )
 
-    def coordinate(self, run_id: str, version: int) -> NodeOutcome:
-        """Entry and chord body: the node the stored `next` step names, at `version`."""
+    def coordinate(self, run_id: str, version: int, node: str | None = None) -> NodeOutcome:
+        """Entry and chord body: dispatch `node` (or the stored next step) at `version`.
+
+        With the node in the message there is nothing to read: the node itself checks the
+        version and the cancel flag before it runs.
+        """
+        if node is not None:
+            return NodeOutcome("committed", version, NextStep(node=node))
         head, raw, _ = self.store.get_head(run_id)
         stop = self._stopped(head)
         if stop is not None:
@@ -162,7 +181,8 @@ class Runtime:
 
     def run_node(self, run_id: str, node: str, version: int) -> NodeOutcome:
         """Run `node` if the run is at `version`; commit its output under that version."""
-        record, state, raw_output = self._load(run_id, with_executor_output=node in _NEEDS_OUTPUT)
+        inp = self._load(run_id, node)
+        record, state = inp.head, inp.state
         stop = self._stopped(record)
         if stop is not None:
             return stop
@@ -173,12 +193,12 @@ class Runtime:
         if state.next is None or state.next.node != node:
             return NodeOutcome("stale", record.version)
         if node == Node.FINALIZE.value:
-            return self._finalize(record, state)
+            return self._finalize(inp)
         delay = self.settings.node_delay(node)
         if delay:
             time.sleep(delay)
         try:
-            commit = _BODIES[node](self, record, state, raw_output)
+            commit = _BODIES[node](self, inp)
         except Exception as exc:  # a node that cannot go on fails the run, visibly
             return self._fail(record, state, node=node, error=exc)
         try:
@@ -237,13 +257,14 @@ class Runtime:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _load(
-        self, run_id: str, *, with_executor_output: bool = False
-    ) -> tuple[RunHead, RuntimeState, str | None]:
-        head, raw, output = self.store.get_head(run_id, with_executor_output=with_executor_output)
+    def _load(self, run_id: str, node: str) -> NodeInput:
+        head, raw, output, invocations = self.store.get_node_input(
+            run_id, with_executor_output=node in _NEEDS_OUTPUT,
+            with_invocations=node in _NEEDS_INVOCATIONS,
+        )
         if raw is None:
             raise StaleStateError(f"run {run_id} has no runtime state")
-        return head, RuntimeState.model_validate(raw), output
+        return NodeInput(head, RuntimeState.model_validate(raw), output, invocations)
 
     def _stopped(self, record: RunHead) -> NodeOutcome | None:
         if record.status.terminal:
@@ -267,9 +288,9 @@ class Runtime:
             return NodeOutcome("stale", record.version)
         return NodeOutcome("failed", version)
 
-    def _finalize(self, record: RunHead, state: RuntimeState) -> NodeOutcome:
-        invocations = self.store.list_invocations(record.run_id)
-        result = run_result(record.run_id, state.pipeline, invocations)
+    def _finalize(self, inp: NodeInput) -> NodeOutcome:
+        record = inp.head
+        result = run_result(record.run_id, inp.state.pipeline, inp.invocations)
         try:
             released = self.store.finalize(record.run_id, result, expected_version=record.version)
         except StaleStateError:
@@ -320,9 +341,8 @@ def _next_for(route: Route, *, node: str | None = None) -> NextStep:
 # -- node bodies ----------------------------------------------------------------------------
 
 
-def _plan(
-    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
-) -> _Commit:
+def _plan(rt: Runtime, inp: NodeInput) -> _Commit:
+    record, state = inp.head, inp.state
     pipeline = state.pipeline
     gap_mode = pipeline.evidence_retry_count > 0
     previous = None
@@ -359,11 +379,10 @@ def _plan(
     return _Commit(new, events)
 
 
-def _execute(
-    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
-) -> _Commit:
+def _execute(rt: Runtime, inp: NodeInput) -> _Commit:
+    state = inp.state
     assert state.transcript is not None
-    invocations = rt.store.list_invocations(record.run_id)
+    invocations = inp.invocations
     transcript = _with_results(state.transcript, invocations)
     step = rt.agents.executor.step(transcript, registry=rt.registry)
     used = {i.tool_call_id for i in invocations}
@@ -400,11 +419,10 @@ def _with_results(transcript: Transcript, invocations: Sequence[ToolInvocation])
     return transcript.model_copy(update={"turns": turns})
 
 
-def _gatekeep(
-    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
-) -> _Commit:
-    invocations = rt.store.list_invocations(record.run_id)
-    document = _document(record.run_id, raw_output)
+def _gatekeep(rt: Runtime, inp: NodeInput) -> _Commit:
+    record, state = inp.head, inp.state
+    invocations = inp.invocations
+    document = _document(record.run_id, inp.raw_output)
     pipeline = nodes.gatekeep_node(state.pipeline, document, invocations)
     assert pipeline.gatekeeper is not None
     result = pipeline.gatekeeper.result
@@ -415,9 +433,8 @@ def _gatekeep(
         "bindings": len(result.checked_bindings)})])
 
 
-def _verify(
-    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
-) -> _Commit:
+def _verify(rt: Runtime, inp: NodeInput) -> _Commit:
+    record, state = inp.head, inp.state
     log = AttemptLog(record.run_id)
     pipeline = nodes.verify_node(state.pipeline, verifier=rt.agents.verifier, log=log)
     gatekeeper = pipeline.gatekeeper
@@ -440,7 +457,7 @@ def _verify(
     if route.node is Node.PLAN:
         return _evidence_retry(state, pipeline, gaps, events=events, attempts=log.attempts)
     if pipeline.effective_verdict is not None:
-        pipeline = nodes.prepare_composition(pipeline, _document(record.run_id, raw_output))
+        pipeline = nodes.prepare_composition(pipeline, _document(record.run_id, inp.raw_output))
     new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
     return _Commit(new, events, log.attempts)
 
@@ -467,9 +484,8 @@ def _evidence_retry(
     return _Commit(new, events, attempts, evidence_retry_count=count)
 
 
-def _compose(
-    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
-) -> _Commit:
+def _compose(rt: Runtime, inp: NodeInput) -> _Commit:
+    record, state = inp.head, inp.state
     log = AttemptLog(record.run_id)
     pipeline = nodes.compose_node(state.pipeline, composer=rt.agents.composer, log=log)
     route = routing.after_compose(pipeline.composer_status)
@@ -478,9 +494,8 @@ def _compose(
         "composer_status": pipeline.composer_status.value})], log.attempts)
 
 
-def _fallback(
-    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
-) -> _Commit:
+def _fallback(rt: Runtime, inp: NodeInput) -> _Commit:
+    state = inp.state
     assert state.next is not None
     route = Route(Node.FALLBACK, state.next.fallback_type, state.next.reason)
     pipeline = nodes.fallback_node(state.pipeline, route)
@@ -491,12 +506,11 @@ def _fallback(
         "reason": route.reason.value if route.reason else None})])
 
 
-def _knowledge(
-    rt: Runtime, record: RunHead, state: RuntimeState, raw_output: str | None
-) -> _Commit:
+def _knowledge(rt: Runtime, inp: NodeInput) -> _Commit:
+    state = inp.state
     assert state.transcript is not None
     lookup_id = state.transcript.turns[0].tool_calls[0].tool_call_id
-    lookup = _find(rt.store.list_invocations(record.run_id), lookup_id)
+    lookup = _find(inp.invocations, lookup_id)
     pipeline = state.pipeline.model_copy(update={"executor_status": StageStatus.OK})
     answer: KnowledgeAnswer | None = None
     errors = ["the lookup call did not complete"]
@@ -525,7 +539,7 @@ def _knowledge_output(answer: KnowledgeAnswer) -> ComposerOutput:
     )
 
 
-_BODIES: dict[str, Callable[[Runtime, RunHead, RuntimeState, str | None], _Commit]] = {
+_BODIES: dict[str, Callable[[Runtime, NodeInput], _Commit]] = {
     Node.PLAN.value: _plan,
     Node.EXECUTE.value: _execute,
     Node.GATEKEEP.value: _gatekeep,

@@ -1,7 +1,8 @@
 """One thin task per node, the tool task and the coordinator; all logic is in pipeline/runtime.
 
 Messages carry a run id and a version (and a tool_call_id for tools), never state. Task ids are
-deterministic (`<run>-<node>-<version>`), so a cancel can revoke what is queued.
+deterministic (`<run>-<node>-<version>`), so a cancel can revoke what is queued. Node results
+are not stored (the state is in the database); tool results are, since the chord counts them.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def dispatch(run_id: str, outcome: NodeOutcome) -> None:
             tool.si(run_id, tool_call_id).set(task_id=f"{run_id}-tool-{tool_call_id}")
             for tool_call_id in step.tool_call_ids
         ]
-        body = coordinate.si(run_id, outcome.version).set(
+        body = coordinate.si(run_id, outcome.version, step.node).set(
             task_id=node_task_id(run_id, "coordinate", outcome.version)
         )
         chord(header)(body)
@@ -57,11 +58,13 @@ def _progress(task: Task, run_id: str, node: str) -> None:
         task.update_state(state="PROGRESS", meta={"run_id": run_id, "node": node})
 
 
-@app.task(name="verity.run.coordinate", bind=True)
-def coordinate(self: Task, run_id: str, version: int) -> dict[str, Any]:
-    """Entry point and chord body: dispatch the node the run's stored next step names."""
+@app.task(name="verity.run.coordinate", bind=True, ignore_result=True)
+def coordinate(
+    self: Task, run_id: str, version: int, node: str | None = None
+) -> dict[str, Any]:
+    """Entry point and chord body: dispatch `node` (or the run's stored next step)."""
     _progress(self, run_id, "coordinate")
-    outcome = get_runtime().coordinate(run_id, version)
+    outcome = get_runtime().coordinate(run_id, version, node)
     dispatch(run_id, outcome)
     return {"run_id": run_id, "outcome": outcome.kind}
 
@@ -76,7 +79,7 @@ def tool(self: Task, run_id: str, tool_call_id: str) -> dict[str, Any]:
 
 
 def _make_node_task(node: str) -> Task:
-    @app.task(name=f"verity.node.{node}", bind=True)
+    @app.task(name=f"verity.node.{node}", bind=True, ignore_result=True)
     def run(self: Task, run_id: str, version: int) -> dict[str, Any]:
         _progress(self, run_id, node)
         outcome = get_runtime().run_node(run_id, node, version)

@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, Result, insert, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -195,7 +196,7 @@ def _insert_invocation(
 
 
 def _write_invocations(
-    session: Session,
+    session: Session | Connection,
     run_id: str,
     invocations: Sequence[ToolInvocation],
     *,
@@ -232,7 +233,7 @@ def _insert_event(
 
 
 def _write_events(
-    session: Session,
+    session: Session | Connection,
     run_id: str,
     events: Sequence[tuple[str, str, dict[str, Any]]],
     *,

@@ -20,6 +20,7 @@ from typing import Any
 from uuid import uuid4
 
 from sqlalchemy import Engine, insert, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
@@ -43,12 +44,10 @@ from pipeline.store._ops import (
     _insert_attempt,
     _insert_event,
     _insert_invocation,
-    _invocation,
     _invocations,
     _load_run,
     _now,
     _record,
-    _require_invocation,
     _require_run,
     _rowcount,
     _run_row,
@@ -64,6 +63,10 @@ class RunStore:
         """Wrap an engine whose schema is already at head; prefer `RunStore.open`."""
         self._engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        # Reads run in autocommit: one round trip per statement, no BEGIN/COMMIT around it.
+        self._read_sessions = sessionmaker(
+            engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
+        )
 
     @classmethod
     def open(cls, url: str) -> RunStore:
@@ -98,8 +101,22 @@ class RunStore:
             yield session
 
     @contextmanager
+    def _connect_write(self) -> Iterator[Connection]:
+        """A Core connection in a write transaction: the hot path skips the ORM session."""
+        with self._engine.connect() as connection:
+            connection = connection.execution_options(**_WRITE)
+            with connection.begin():
+                yield connection
+
+    @contextmanager
+    def _connect_read(self) -> Iterator[Connection]:
+        """A Core connection in autocommit, for reads of the hot path."""
+        with self._engine.connect() as connection:
+            yield connection.execution_options(isolation_level="AUTOCOMMIT")
+
+    @contextmanager
     def _read(self) -> Iterator[Session]:
-        with self._sessions.begin() as session:
+        with self._read_sessions() as session:
             yield session
 
     # -- runs ---------------------------------------------------------------------------
@@ -149,20 +166,32 @@ class RunStore:
     ) -> tuple[RunHead, dict[str, Any] | None, str | None]:
         """What a node needs on every task, in one read: the head, the state and, if asked,
         the raw Executor output."""
+        head, state, output, _ = self.get_node_input(
+            run_id, with_executor_output=with_executor_output
+        )
+        return head, state, output
+
+    def get_node_input(
+        self, run_id: str, *, with_executor_output: bool = False, with_invocations: bool = False
+    ) -> tuple[RunHead, dict[str, Any] | None, str | None, list[ToolInvocation]]:
+        """The head, the state, the raw Executor output and the invocations a node asks for,
+        read together."""
         table = DiagnosisRunRow
         columns = [table.run_id, table.status, table.version, table.node,
                    table.cancel_requested, table.data_source, table.session_id, table.state]
         if with_executor_output:
             columns.append(table.executor_output_raw)
-        with self._read() as session:
-            row = session.execute(select(*columns).where(table.run_id == run_id)).one_or_none()
-        if row is None:
-            raise RunNotFoundError(run_id)
+        with self._connect_read() as connection:
+            stmt = select(*columns).where(table.run_id == run_id)
+            row = connection.execute(stmt).one_or_none()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            invocations = _invocation_rows(connection, run_id) if with_invocations else []
         head = RunHead(run_id=row.run_id, status=RunStatus(row.status), version=row.version,
                        node=row.node, cancel_requested=row.cancel_requested,
                        data_source=row.data_source, session_id=row.session_id)
         raw = row.executor_output_raw if with_executor_output else None
-        return head, row.state, raw
+        return head, row.state, raw, invocations
 
     def commit_node(
         self,
@@ -201,17 +230,22 @@ class RunStore:
             .values(**values)
             .returning(table.event_seq, table.invocation_seq)
         )
-        with self._write() as session:
-            seqs = session.execute(stmt, execution_options=_NO_SYNC).one_or_none()
+        with self._connect_write() as connection:
+            seqs = connection.execute(stmt).one_or_none()
             if seqs is None:
-                row = _load_run(session, run_id)
+                found = connection.execute(
+                    select(table.version, table.status).where(table.run_id == run_id)
+                ).one_or_none()
+                if found is None:
+                    raise RunNotFoundError(run_id)
                 raise StaleStateError(
-                    f"run {run_id} is at version {row.version} ({row.status}), "
+                    f"run {run_id} is at version {found.version} ({found.status}), "
                     f"not {expected_version}"
                 )
-            _write_events(session, run_id, events, last_seq=int(seqs[0]))
-            _write_invocations(session, run_id, invocations, turn=turn, last_seq=int(seqs[1]))
-            _write_attempts(session, attempts)
+            _write_events(connection, run_id, events, last_seq=int(seqs[0]))
+            _write_invocations(connection, run_id, invocations, turn=turn,
+                               last_seq=int(seqs[1]))
+            _write_attempts(connection, attempts)
         return expected_version + 1
 
     def get_tool_call(
@@ -220,19 +254,19 @@ class RunStore:
         """A requested tool call with its run's head, in one read; None if not requested."""
         run, call = DiagnosisRunRow, ToolInvocationRow
         stmt = (
-            select(run.status, run.version, run.node, run.cancel_requested, run.data_source,
-                   run.session_id, call)
+            select(run.status.label("run_status"), run.version, run.node, run.cancel_requested,
+                   run.data_source, run.session_id, *_INVOCATION_COLUMNS)
             .join(call, call.run_id == run.run_id)
             .where(run.run_id == run_id, call.tool_call_id == tool_call_id)
         )
-        with self._read() as session:
-            row = session.execute(stmt).one_or_none()
-            if row is None:
-                return None
-            head = RunHead(run_id=run_id, status=RunStatus(row.status), version=row.version,
-                           node=row.node, cancel_requested=row.cancel_requested,
-                           data_source=row.data_source, session_id=row.session_id)
-            return head, _invocation(row.ToolInvocationRow)
+        with self._connect_read() as connection:
+            row = connection.execute(stmt).one_or_none()
+        if row is None:
+            return None
+        head = RunHead(run_id=run_id, status=RunStatus(row.run_status), version=row.version,
+                       node=row.node, cancel_requested=row.cancel_requested,
+                       data_source=row.data_source, session_id=row.session_id)
+        return head, _invocation_from(row)
 
     def cancel_run(self, run_id: str, *, reason: str = "cancel requested") -> bool:
         """End a non-terminal run as CANCELLED, with an event; False if already terminal."""
@@ -458,11 +492,17 @@ class RunStore:
                 finished_at=_now(),
             )
         )
-        with self._write() as session:
-            if _rowcount(session.execute(stmt, execution_options=_NO_SYNC)) == 1:
+        with self._connect_write() as connection:
+            if connection.execute(stmt).rowcount == 1:
                 return True
-            _require_invocation(session, run_id, tool_call_id)
-            return False
+            found = connection.scalar(select(ToolInvocationRow.id).where(
+                ToolInvocationRow.run_id == run_id, ToolInvocationRow.tool_call_id == tool_call_id
+            ))
+        if found is None:
+            with self._read() as session:
+                _require_run(session, run_id)
+            raise StoreError(f"no tool call {tool_call_id!r} in run {run_id}")
+        return False
 
     def list_invocations(self, run_id: str) -> list[ToolInvocation]:
         """The run's tool calls in insertion order."""
@@ -528,7 +568,7 @@ def _not_cancelled(run_id: str, only_live: bool) -> list[Any]:
     return [ToolInvocationRow.run_id.in_(live)]
 
 
-def _write_attempts(session: Session, attempts: Sequence[LlmAttempt]) -> None:
+def _write_attempts(session: Session | Connection, attempts: Sequence[LlmAttempt]) -> None:
     if not attempts:
         return
     rows = [{**a.model_dump(exclude={"created_at"}), "created_at": _as_utc(a.created_at)}
@@ -541,3 +581,29 @@ def _write_attempts(session: Session, attempts: Sequence[LlmAttempt]) -> None:
             f"duplicate model attempt in run {first.run_id}: role {first.role}, "
             f"cycle {first.cycle}, attempt {first.attempt_number}"
         ) from exc
+
+
+_INVOCATION_COLUMNS = (
+    ToolInvocationRow.tool_call_id, ToolInvocationRow.tool_name, ToolInvocationRow.arguments,
+    ToolInvocationRow.status, ToolInvocationRow.evidence_status, ToolInvocationRow.projection,
+    ToolInvocationRow.error,
+)
+
+
+def _invocation_from(row: Any) -> ToolInvocation:
+    return ToolInvocation(
+        tool_call_id=row.tool_call_id, tool_name=row.tool_name, arguments=row.arguments,
+        status=LifecycleStatus(row.status),
+        evidence_status=EvidenceStatus(row.evidence_status) if row.evidence_status else None,
+        projection=Projection.model_validate(row.projection) if row.projection else None,
+        error=row.error,
+    )
+
+
+def _invocation_rows(connection: Connection, run_id: str) -> list[ToolInvocation]:
+    stmt = (
+        select(*_INVOCATION_COLUMNS)
+        .where(ToolInvocationRow.run_id == run_id)
+        .order_by(ToolInvocationRow.seq, ToolInvocationRow.id)
+    )
+    return [_invocation_from(row) for row in connection.execute(stmt)]
