@@ -126,3 +126,30 @@ def test_a_tool_that_raises_ends_error_not_a_crashed_run(
     assert all(i.error == "RuntimeError: injected tool failure" for i in failed)
     assert all(i.projection is None for i in failed)
     _assert_exactly_once(run_store, run_id)
+
+
+def test_evidence_retry_cycle_runs_exactly_once(
+    workers: Workers, runtime_env: dict[str, str], run_store: RunStore
+) -> None:
+    workers.env = {**runtime_env,
+                   "VERITY_RUNTIME_FACTORY": "tests.integration.retry_runtime:build"}
+    workers.start()
+    run_id = _submit(runtime_env)
+    _terminal(run_store, run_id)
+    record = run_store.get_run(run_id)
+    events = run_store.events_since(run_id)
+    assert record.status is RunStatus.SUCCESS, events
+    assert record.verdict is not None and record.verdict.value == "LOW_CONFID"
+    assert [e.kind for e in events].count("evidence_retry") == 1
+    plans = [e.payload for e in events if e.node == "plan"]
+    assert [p["evidence_gap_only"] for p in plans] == [False, True]
+    verifies = [e.payload["cycle"] for e in events if e.node == "verify" and
+                e.kind == "completed"]
+    assert verifies == [0, 1]
+    cycles = sorted((a.role, a.cycle) for a in run_store.list_attempts(run_id))
+    assert cycles == [("composer", 1), ("verifier", 0), ("verifier", 1)]
+    assert record.evidence_retry_count == 1
+    assert record.self_evaluation is not None
+    evaluation = record.self_evaluation.verifier_evaluation
+    assert evaluation.evidence_retry_count == 1
+    _assert_exactly_once(run_store, run_id)
