@@ -47,6 +47,17 @@ def main() -> None:
         _drop_schema(schema)
         _flush_redis()
     print(json.dumps(report, indent=2))
+    _close_client()
+
+
+def _close_client() -> None:
+    """Release result consumers now, not during interpreter shutdown."""
+    import gc
+
+    from tasks.app import app
+
+    gc.collect()
+    app.close()
 
 
 def _arguments() -> argparse.Namespace:

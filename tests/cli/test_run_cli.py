@@ -114,3 +114,33 @@ def test_run__bad_input_is_one_line_exit_2(
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in done.stderr
+
+
+def _scenarios() -> list[object]:
+    from pipeline.scenarios import list_scenarios
+
+    return [pytest.param(info, id=info.name) for info in list_scenarios()]
+
+
+@pytest.mark.parametrize("info", _scenarios())
+def test_run__every_shipped_scenario_on_the_runtime(env: dict[str, str], info: object) -> None:
+    from pipeline.scenarios import default_scenarios_dir, load_scenario
+
+    meta = load_scenario(default_scenarios_dir() / info.name).meta  # type: ignore[attr-defined]
+    result = _run_json(env, meta.question, "--scenario", meta.name)
+    assert result["status"] == meta.expected.status
+    if meta.expected.verdicts:
+        assert result["verdict"] in meta.expected.verdicts
+    answer = result["final_answer"]
+    assert isinstance(answer, dict)
+    summary = answer["answer_summary"]
+    if meta.root_cause is not None:
+        for needle in meta.root_cause.must_mention:
+            assert needle in summary, (needle, summary)
+    else:
+        assert not summary.startswith("Root cause")
+    for herring in meta.red_herrings:
+        for needle in herring.must_not_blame:
+            assert needle not in summary, (needle, summary)
+    for doc_id in getattr(meta.expected, "cited_documents", []) or []:
+        assert f"[{doc_id}]" in answer["user_facing_answer"]
