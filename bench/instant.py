@@ -1,20 +1,36 @@
 """A runtime whose node bodies return at once: the cost measured is the runtime's own
-(coordinator, persistence, chord), not the agents'. Loaded by workers through
-VERITY_RUNTIME_FACTORY=bench.instant:build_runtime."""
+(coordinator, store persistence, the tool chord), not the agents' nor the deterministic
+nodes'. Loaded by workers through VERITY_RUNTIME_FACTORY=bench.instant:build_runtime.
+
+Every node still reads its input and commits its output under the run's version; the bodies
+only decide the next step: plan -> execute (asks for TOOL_CALLS noop tools, one chord) ->
+execute -> gatekeep -> verify -> compose -> finalize.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from models.agent import ExecutorStep, Plan, PlanStep, ToolCallRequest, Transcript
+from models.agent import (
+    ExecutorStep,
+    ExecutorTurn,
+    Plan,
+    PlanStep,
+    ToolCallRequest,
+    Transcript,
+)
 from models.common import Intent
-from models.invocation import QueryScope
+from models.composer import ComposerOutput
+from models.evaluation import StageStatus
+from models.invocation import LifecycleStatus, QueryScope, ToolInvocation
+from models.state import NextStep
 from pipeline.agents.base import ModelReply
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.ids import mint_tool_call_id
 from pipeline.prompts import Prompt
-from pipeline.runtime import Agents, Runtime
+from pipeline.runtime import Agents, Commit, NodeInput, Runtime
 from pipeline.store import RunStore
 from pipeline.tools.registry import Tool, ToolRegistry
 from pipeline.tools.source import ArgsModel, ToolOutput
@@ -82,6 +98,53 @@ class InstantComposer:
             "user_facing_answer": "noop ok"}))
 
 
+def _plan(rt: Runtime, inp: NodeInput) -> Commit:
+    plan = Plan(intent=Intent.DIAGNOSIS, service="bench-service", steps=[])
+    transcript = Transcript(query=inp.state.pipeline.query, plan=plan)
+    return Commit(inp.state.model_copy(update={
+        "plan": plan, "transcript": transcript, "next": NextStep(node="execute")}))
+
+
+def _execute(rt: Runtime, inp: NodeInput) -> Commit:
+    state = inp.state
+    assert state.transcript is not None
+    if inp.invocations:
+        return Commit(state.model_copy(update={"next": NextStep(node="gatekeep")}),
+                      executor_output_raw='{"claims": []}')
+    calls = [ToolCallRequest(tool_call_id=mint_tool_call_id(inp.head.run_id, i),
+                             tool_name="noop", arguments={"index": i})
+             for i in range(TOOL_CALLS)]
+    transcript = state.transcript.model_copy(update={"turns": [ExecutorTurn(tool_calls=calls)]})
+    pending = [ToolInvocation(tool_call_id=c.tool_call_id, tool_name=c.tool_name,
+                              arguments=c.arguments, status=LifecycleStatus.PROJECTING)
+               for c in calls]
+    step = NextStep(node="execute", tool_call_ids=[c.tool_call_id for c in calls])
+    return Commit(state.model_copy(update={"transcript": transcript, "next": step}),
+                  invocations=pending, turn=1)
+
+
+def _then(node: str) -> Callable[[Runtime, NodeInput], Commit]:
+    def body(rt: Runtime, inp: NodeInput) -> Commit:
+        return Commit(inp.state.model_copy(update={"next": NextStep(node=node)}))
+
+    return body
+
+
+def _compose(rt: Runtime, inp: NodeInput) -> Commit:
+    pipeline = inp.state.pipeline.model_copy(update={
+        "composer_status": StageStatus.OK,
+        "composer_output": ComposerOutput(answer_summary="noop ok", recommended_actions=[],
+                                          user_facing_answer="noop ok")})
+    return Commit(inp.state.model_copy(update={
+        "pipeline": pipeline, "next": NextStep(node="finalize")}))
+
+
+INSTANT_BODIES = {
+    "plan": _plan, "execute": _execute, "gatekeep": _then("verify"),
+    "verify": _then("compose"), "compose": _compose,
+}
+
+
 def build_runtime(settings: VeritySettings) -> Runtime:
     """The instant runtime over the configured store."""
     registry = ToolRegistry()
@@ -93,4 +156,5 @@ def build_runtime(settings: VeritySettings) -> Runtime:
         validate_knowledge=lambda _answer, _lookup: [],
     )
     return Runtime(store=RunStore.open(resolve_database_url(settings)), registry=registry,
-                   agents=agents, settings=settings, source_loader=lambda _source: None)
+                   agents=agents, settings=settings, source_loader=lambda _source: None,
+                   bodies=INSTANT_BODIES)

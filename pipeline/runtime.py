@@ -96,6 +96,9 @@ class Agents:
     validate_knowledge: Callable[[KnowledgeAnswer, ToolInvocation], list[str]]
 
 
+Body = Callable[["Runtime", "NodeInput"], "Commit"]
+"""A node body: reads the node's input, returns what to commit (state, events, attempts ...)."""
+
 OutcomeKind = Literal["committed", "redispatch", "stale", "cancelled", "terminal", "failed"]
 
 
@@ -119,7 +122,9 @@ class NodeInput:
 
 
 @dataclass
-class _Commit:
+class Commit:
+    """What a node body hands back to be committed under the run's version."""
+
     state: RuntimeState
     events: list[Event] = field(default_factory=list)
     attempts: list[LlmAttempt] = field(default_factory=list)
@@ -138,6 +143,8 @@ class Runtime:
     agents: Agents
     settings: VeritySettings
     source_loader: Callable[[str | None], Any]
+    bodies: dict[str, Body] | None = None
+    """Node bodies by node name; None means the pipeline's own (benchmarks swap them)."""
 
     # -- entry points ---------------------------------------------------------------------
 
@@ -198,7 +205,7 @@ class Runtime:
         if delay:
             time.sleep(delay)
         try:
-            commit = _BODIES[node](self, inp)
+            commit = (self.bodies or _BODIES)[node](self, inp)
         except Exception as exc:  # a node that cannot go on fails the run, visibly
             return self._fail(record, state, node=node, error=exc)
         try:
@@ -341,7 +348,7 @@ def _next_for(route: Route, *, node: str | None = None) -> NextStep:
 # -- node bodies ----------------------------------------------------------------------------
 
 
-def _plan(rt: Runtime, inp: NodeInput) -> _Commit:
+def _plan(rt: Runtime, inp: NodeInput) -> Commit:
     record, state = inp.head, inp.state
     pipeline = state.pipeline
     gap_mode = pipeline.evidence_retry_count > 0
@@ -371,15 +378,15 @@ def _plan(rt: Runtime, inp: NodeInput) -> _Commit:
         new = state.model_copy(update={"plan": plan, "transcript": transcript, "next": next_step})
         pending = ToolInvocation(tool_call_id=lookup.tool_call_id, tool_name=lookup.tool_name,
                                  arguments=lookup.arguments, status=LifecycleStatus.PROJECTING)
-        return _Commit(new, events, invocations=[pending], turn=1)
+        return Commit(new, events, invocations=[pending], turn=1)
     transcript = Transcript(query=pipeline.query, plan=plan, previous_turn=previous,
                             gaps=list(state.retry_gaps) if gap_mode else [])
     next_step = NextStep(node=Node.EXECUTE.value)
     new = state.model_copy(update={"plan": plan, "transcript": transcript, "next": next_step})
-    return _Commit(new, events)
+    return Commit(new, events)
 
 
-def _execute(rt: Runtime, inp: NodeInput) -> _Commit:
+def _execute(rt: Runtime, inp: NodeInput) -> Commit:
     state = inp.state
     assert state.transcript is not None
     invocations = inp.invocations
@@ -396,7 +403,7 @@ def _execute(rt: Runtime, inp: NodeInput) -> _Commit:
         pending = [ToolInvocation(tool_call_id=c.tool_call_id, tool_name=c.tool_name,
                                   arguments=c.arguments, status=LifecycleStatus.PROJECTING)
                    for c in fresh]
-        return _Commit(new, [("execute", "tool_calls", {
+        return Commit(new, [("execute", "tool_calls", {
             "turn": len(turns), "tools": [c.tool_name for c in fresh]})],
             invocations=pending, turn=len(turns))
     raw = step.final_output or ""
@@ -406,7 +413,7 @@ def _execute(rt: Runtime, inp: NodeInput) -> _Commit:
     events: list[Event] = [("execute", "completed", {
         "executor_status": pipeline.executor_status.value,
         "parse_failure": pipeline.parse_failure, "turns": len(transcript.turns)})]
-    return _Commit(new, events, executor_output_raw=raw)
+    return Commit(new, events, executor_output_raw=raw)
 
 
 def _with_results(transcript: Transcript, invocations: Sequence[ToolInvocation]) -> Transcript:
@@ -419,7 +426,7 @@ def _with_results(transcript: Transcript, invocations: Sequence[ToolInvocation])
     return transcript.model_copy(update={"turns": turns})
 
 
-def _gatekeep(rt: Runtime, inp: NodeInput) -> _Commit:
+def _gatekeep(rt: Runtime, inp: NodeInput) -> Commit:
     record, state = inp.head, inp.state
     invocations = inp.invocations
     document = _document(record.run_id, inp.raw_output)
@@ -428,12 +435,12 @@ def _gatekeep(rt: Runtime, inp: NodeInput) -> _Commit:
     result = pipeline.gatekeeper.result
     route = routing.after_gatekeep(result.severity)
     new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
-    return _Commit(new, [("gatekeep", "completed", {
+    return Commit(new, [("gatekeep", "completed", {
         "severity": result.severity.value, "failed_rules": [r.value for r in result.failed_rules],
         "bindings": len(result.checked_bindings)})])
 
 
-def _verify(rt: Runtime, inp: NodeInput) -> _Commit:
+def _verify(rt: Runtime, inp: NodeInput) -> Commit:
     record, state = inp.head, inp.state
     log = AttemptLog(record.run_id)
     pipeline = nodes.verify_node(state.pipeline, verifier=rt.agents.verifier, log=log)
@@ -459,7 +466,7 @@ def _verify(rt: Runtime, inp: NodeInput) -> _Commit:
     if pipeline.effective_verdict is not None:
         pipeline = nodes.prepare_composition(pipeline, _document(record.run_id, inp.raw_output))
     new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
-    return _Commit(new, events, log.attempts)
+    return Commit(new, events, log.attempts)
 
 
 def _evidence_retry(
@@ -469,7 +476,7 @@ def _evidence_retry(
     *,
     events: list[Event],
     attempts: list[LlmAttempt],
-) -> _Commit:
+) -> Commit:
     """Start the one EVIDENCE_GAP_ONLY cycle: a fresh pipeline that knows the gaps."""
     count = pipeline.evidence_retry_count + 1
     fresh = PipelineState(
@@ -481,32 +488,32 @@ def _evidence_retry(
         "pipeline": fresh, "plan": None, "transcript": None, "retry_gaps": gaps,
         "next": NextStep(node=Node.PLAN.value)})
     events.append(("verify", "evidence_retry", {"gaps": len(gaps), "cycle": count}))
-    return _Commit(new, events, attempts, evidence_retry_count=count)
+    return Commit(new, events, attempts, evidence_retry_count=count)
 
 
-def _compose(rt: Runtime, inp: NodeInput) -> _Commit:
+def _compose(rt: Runtime, inp: NodeInput) -> Commit:
     record, state = inp.head, inp.state
     log = AttemptLog(record.run_id)
     pipeline = nodes.compose_node(state.pipeline, composer=rt.agents.composer, log=log)
     route = routing.after_compose(pipeline.composer_status)
     new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
-    return _Commit(new, [("compose", "completed", {
+    return Commit(new, [("compose", "completed", {
         "composer_status": pipeline.composer_status.value})], log.attempts)
 
 
-def _fallback(rt: Runtime, inp: NodeInput) -> _Commit:
+def _fallback(rt: Runtime, inp: NodeInput) -> Commit:
     state = inp.state
     assert state.next is not None
     route = Route(Node.FALLBACK, state.next.fallback_type, state.next.reason)
     pipeline = nodes.fallback_node(state.pipeline, route)
     new = state.model_copy(update={"pipeline": pipeline,
                                    "next": NextStep(node=Node.FINALIZE.value)})
-    return _Commit(new, [("fallback", "completed", {
+    return Commit(new, [("fallback", "completed", {
         "fallback_type": route.fallback_type.value if route.fallback_type else None,
         "reason": route.reason.value if route.reason else None})])
 
 
-def _knowledge(rt: Runtime, inp: NodeInput) -> _Commit:
+def _knowledge(rt: Runtime, inp: NodeInput) -> Commit:
     state = inp.state
     assert state.transcript is not None
     lookup_id = state.transcript.turns[0].tool_calls[0].tool_call_id
@@ -527,7 +534,7 @@ def _knowledge(rt: Runtime, inp: NodeInput) -> _Commit:
             "composer_status": StageStatus.OK, "composer_output": _knowledge_output(answer)})
     new = state.model_copy(update={"pipeline": pipeline, "knowledge": answer,
                                    "knowledge_errors": errors, "next": _next_for(route)})
-    return _Commit(new, [(KNOWLEDGE_NODE, "completed", {"errors": errors})])
+    return Commit(new, [(KNOWLEDGE_NODE, "completed", {"errors": errors})])
 
 
 def _knowledge_output(answer: KnowledgeAnswer) -> ComposerOutput:
@@ -539,7 +546,7 @@ def _knowledge_output(answer: KnowledgeAnswer) -> ComposerOutput:
     )
 
 
-_BODIES: dict[str, Callable[[Runtime, NodeInput], _Commit]] = {
+_BODIES: dict[str, Body] = {
     Node.PLAN.value: _plan,
     Node.EXECUTE.value: _execute,
     Node.GATEKEEP.value: _gatekeep,

@@ -31,6 +31,7 @@ from models.run import LlmAttempt, RunEvent, RunHead, RunRecord
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
 from models.verifier import RetryContext
 from pipeline.errors import RunNotFoundError, StaleStateError, StoreError
+from pipeline.store import _hot
 from pipeline.store._engine import _NO_SYNC, _TERMINAL, _WRITE, make_engine, upgrade_schema
 from pipeline.store._ops import (
     _add_run,
@@ -176,14 +177,9 @@ class RunStore:
     ) -> tuple[RunHead, dict[str, Any] | None, str | None, list[ToolInvocation]]:
         """The head, the state, the raw Executor output and the invocations a node asks for,
         read together."""
-        table = DiagnosisRunRow
-        columns = [table.run_id, table.status, table.version, table.node,
-                   table.cancel_requested, table.data_source, table.session_id, table.state]
-        if with_executor_output:
-            columns.append(table.executor_output_raw)
+        stmt = _hot.SELECT_HEAD_WITH_OUTPUT if with_executor_output else _hot.SELECT_HEAD
         with self._connect_read() as connection:
-            stmt = select(*columns).where(table.run_id == run_id)
-            row = connection.execute(stmt).one_or_none()
+            row = connection.execute(stmt, {"p_run_id": run_id}).one_or_none()
             if row is None:
                 raise RunNotFoundError(run_id)
             invocations = _invocation_rows(connection, run_id) if with_invocations else []
@@ -216,22 +212,17 @@ class RunStore:
         """
         for attempt in attempts:
             _check_same_run(attempt.run_id, run_id)
+        params = {
+            "p_run_id": run_id, "p_version": expected_version,
+            "p_new_version": expected_version + 1, "p_node": node, "p_state": state,
+            "p_status": status.value if status else None, "p_retry": evidence_retry_count,
+            "p_output": executor_output_raw, "p_now": _now(),
+            "p_terminal": bool(status and status.terminal),
+            "p_events": len(events), "p_invocations": len(invocations),
+        }
         table = DiagnosisRunRow
-        values: dict[str, Any] = _advance_values(node, status, evidence_retry_count)
-        values.update(state=state, version=expected_version + 1,
-                      event_seq=table.event_seq + len(events),
-                      invocation_seq=table.invocation_seq + len(invocations))
-        if executor_output_raw is not None:
-            values["executor_output_raw"] = executor_output_raw
-        stmt = (
-            update(table)
-            .where(table.run_id == run_id, table.version == expected_version,
-                   table.status.not_in(_TERMINAL))
-            .values(**values)
-            .returning(table.event_seq, table.invocation_seq)
-        )
         with self._connect_write() as connection:
-            seqs = connection.execute(stmt).one_or_none()
+            seqs = connection.execute(_hot.COMMIT_NODE, params).one_or_none()
             if seqs is None:
                 found = connection.execute(
                     select(table.version, table.status).where(table.run_id == run_id)
@@ -252,15 +243,10 @@ class RunStore:
         self, run_id: str, tool_call_id: str
     ) -> tuple[RunHead, ToolInvocation] | None:
         """A requested tool call with its run's head, in one read; None if not requested."""
-        run, call = DiagnosisRunRow, ToolInvocationRow
-        stmt = (
-            select(run.status.label("run_status"), run.version, run.node, run.cancel_requested,
-                   run.data_source, run.session_id, *_INVOCATION_COLUMNS)
-            .join(call, call.run_id == run.run_id)
-            .where(run.run_id == run_id, call.tool_call_id == tool_call_id)
-        )
         with self._connect_read() as connection:
-            row = connection.execute(stmt).one_or_none()
+            row = connection.execute(
+                _hot.SELECT_TOOL_CALL, {"p_run_id": run_id, "p_call_id": tool_call_id}
+            ).one_or_none()
         if row is None:
             return None
         head = RunHead(run_id=run_id, status=RunStatus(row.run_status), version=row.version,
@@ -478,22 +464,14 @@ class RunStore:
         with `unless_cancelled`, if its run was cancelled: the late result is not kept)."""
         if status is LifecycleStatus.PROJECTING:
             raise StoreError("complete_invocation needs status READY or ERROR")
-        stmt = (
-            update(ToolInvocationRow)
-            .where(ToolInvocationRow.run_id == run_id)
-            .where(ToolInvocationRow.tool_call_id == tool_call_id)
-            .where(ToolInvocationRow.status == LifecycleStatus.PROJECTING.value)
-            .where(*_not_cancelled(run_id, unless_cancelled))
-            .values(
-                status=status.value,
-                evidence_status=evidence_status.value if evidence_status else None,
-                projection=_dump_projection(projection),
-                error=error,
-                finished_at=_now(),
-            )
-        )
+        stmt = _hot.COMPLETE_LIVE_INVOCATION if unless_cancelled else _hot.COMPLETE_INVOCATION
+        params = {
+            "p_run_id": run_id, "p_call_id": tool_call_id, "p_status": status.value,
+            "p_evidence_status": evidence_status.value if evidence_status else None,
+            "p_projection": _dump_projection(projection), "p_error": error, "p_now": _now(),
+        }
         with self._connect_write() as connection:
-            if connection.execute(stmt).rowcount == 1:
+            if connection.execute(stmt, params).rowcount == 1:
                 return True
             found = connection.scalar(select(ToolInvocationRow.id).where(
                 ToolInvocationRow.run_id == run_id, ToolInvocationRow.tool_call_id == tool_call_id
@@ -559,15 +537,6 @@ class RunStore:
 
 
 
-def _not_cancelled(run_id: str, only_live: bool) -> list[Any]:
-    if not only_live:
-        return []
-    live = select(DiagnosisRunRow.run_id).where(
-        DiagnosisRunRow.run_id == run_id, DiagnosisRunRow.cancel_requested.is_(False)
-    )
-    return [ToolInvocationRow.run_id.in_(live)]
-
-
 def _write_attempts(session: Session | Connection, attempts: Sequence[LlmAttempt]) -> None:
     if not attempts:
         return
@@ -583,13 +552,6 @@ def _write_attempts(session: Session | Connection, attempts: Sequence[LlmAttempt
         ) from exc
 
 
-_INVOCATION_COLUMNS = (
-    ToolInvocationRow.tool_call_id, ToolInvocationRow.tool_name, ToolInvocationRow.arguments,
-    ToolInvocationRow.status, ToolInvocationRow.evidence_status, ToolInvocationRow.projection,
-    ToolInvocationRow.error,
-)
-
-
 def _invocation_from(row: Any) -> ToolInvocation:
     return ToolInvocation(
         tool_call_id=row.tool_call_id, tool_name=row.tool_name, arguments=row.arguments,
@@ -601,9 +563,5 @@ def _invocation_from(row: Any) -> ToolInvocation:
 
 
 def _invocation_rows(connection: Connection, run_id: str) -> list[ToolInvocation]:
-    stmt = (
-        select(*_INVOCATION_COLUMNS)
-        .where(ToolInvocationRow.run_id == run_id)
-        .order_by(ToolInvocationRow.seq, ToolInvocationRow.id)
-    )
-    return [_invocation_from(row) for row in connection.execute(stmt)]
+    rows = connection.execute(_hot.SELECT_INVOCATIONS, {"p_run_id": run_id})
+    return [_invocation_from(row) for row in rows]
