@@ -54,6 +54,7 @@ def dispatch(run_id: str, outcome: NodeOutcome) -> None:
 
 
 def _progress(task: Task, run_id: str, node: str) -> None:
+    """PROGRESS meta for Flower and result readers: which run, which node."""
     if task.request.id and not task.request.called_directly:
         task.update_state(state="PROGRESS", meta={"run_id": run_id, "node": node})
 
@@ -63,7 +64,6 @@ def coordinate(
     self: Task, run_id: str, version: int, node: str | None = None
 ) -> dict[str, Any]:
     """Entry point and chord body: dispatch `node` (or the run's stored next step)."""
-    _progress(self, run_id, "coordinate")
     outcome = get_runtime().coordinate(run_id, version, node)
     dispatch(run_id, outcome)
     return {"run_id": run_id, "outcome": outcome.kind}
@@ -71,8 +71,8 @@ def coordinate(
 
 @app.task(name="verity.node.tool", bind=True)
 def tool(self: Task, run_id: str, tool_call_id: str) -> dict[str, Any]:
-    """Run one tool call; never raises (a failing tool is an ERROR invocation)."""
-    _progress(self, run_id, "tool")
+    """Run one tool call; never raises (a failing tool is an ERROR invocation). Its result
+    (run id, tool_call_id, status) is stored for the chord and shows in Flower."""
     invocation = get_runtime().run_tool_call(run_id, tool_call_id)
     status = invocation.status.value if invocation else "skipped"
     return {"run_id": run_id, "tool_call_id": tool_call_id, "status": status}
