@@ -153,3 +153,26 @@ def test_evidence_retry_cycle_runs_exactly_once(
     evaluation = record.self_evaluation.verifier_evaluation
     assert evaluation.evidence_retry_count == 1
     _assert_exactly_once(run_store, run_id)
+
+
+def test_cli_run_enqueues_to_real_workers(
+    workers: Workers, runtime_env: dict[str, str], run_store: RunStore
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.integration.conftest import ROOT
+
+    workers.start()
+    done = subprocess.run(
+        [sys.executable, "-m", "cli.main", "run", QUESTION, "--scenario",
+         "checkout-pool-exhaustion", "--json"],
+        cwd=ROOT, env=runtime_env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["status"], result["verdict"]) == ("SUCCESS", "PASS")
+    record = run_store.get_run(result["run_id"])  # stored in the workers' PostgreSQL
+    assert record.status is RunStatus.SUCCESS
+    worker_log = "\n".join(p.read_text() for p in workers.log_dir.glob("worker-*.log"))
+    assert f"verity.node.plan[{result['run_id']}-plan-0] received" in worker_log
