@@ -1,45 +1,141 @@
-"""Model calls with the runtime's technical retry, every attempt recorded.
+"""Model calls with the runtime's retries, every attempt recorded.
 
-The first attempt and the retry get byte-identical input; each attempt becomes an
-`LlmAttempt` row with the input's sha256.
+The SDK retries nothing (`max_retries=0`); this module owns every retry, by error type:
+
+- invalid output (a `ValidationError` from `parse`, `ProviderOutputInvalidError`) and a guard's
+  refusal (`GuardRejectedError`): one technical retry (`RetryPolicy.technical_retries`);
+- a transient provider failure (`ProviderUnavailableError`: 429, 529, 5xx, timeout, dropped
+  connection): back off and retry, at most `transient_max_retries` times and at most
+  `transient_budget_s` seconds of waiting in all; the wait is the provider's `retry_after` when
+  it gave one (a wait longer than what is left of the budget ends the call at once), else
+  exponential backoff with jitter;
+- anything else fails at once: `ProviderRejectedError` (400, 404 ...) and other `RunFailure`s
+  propagate as they are; a `ConfigurationError` (missing or rejected key) propagates unchanged so
+  the caller can show its one line.
+
+Every attempt gets byte-identical input (the caller's `call` closes over fixed bytes) and becomes
+an `LlmAttempt` row with the input's sha256, tokens and cost. Attempt numbers count per role
+across calls made through one `AttemptLog` and can be seeded (`start`) so a node continues the
+numbering its predecessors persisted. Exhaustion raises `AttemptsExhaustedError`.
 """
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
 from models.run import LlmAttempt
 from pipeline.agents.base import ModelReply, SingleTurnModel
 from pipeline.errors import (
+    AttemptsExhaustedError,
+    BudgetExceededError,
     GuardRejectedError,
     ProviderOutputInvalidError,
+    ProviderRejectedError,
     ProviderUnavailableError,
-    RunFailure,
 )
 from pipeline.prompts import Prompt, load_prompt
 from pipeline.serialization import sha256_hex
 
-T = TypeVar("T")
-MAX_ATTEMPTS = 2  # one technical retry
+__all__ = [
+    "IMMEDIATE",
+    "MAX_ATTEMPTS",
+    "AttemptLog",
+    "AttemptsExhaustedError",
+    "RetryPolicy",
+    "attempt_call",
+    "call_with_retry",
+]
 
-_RETRYABLE = (ProviderOutputInvalidError, ProviderUnavailableError, GuardRejectedError)
+T = TypeVar("T")
+MAX_ATTEMPTS = 2
+"""Attempts a call gets for invalid output or a guard's refusal: one technical retry."""
+
+_TECHNICAL = (ValidationError, ProviderOutputInvalidError, GuardRejectedError)
+
+
+class _RetrySettings(Protocol):
+    @property
+    def transient_max_retries(self) -> int: ...
+
+    @property
+    def transient_retry_budget_s(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many times, and how patiently, one call is tried again."""
+
+    technical_retries: int = MAX_ATTEMPTS - 1
+    transient_max_retries: int = 4
+    transient_budget_s: float = 60.0
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 20.0
+    sleep: Callable[[float], None] = time.sleep
+    jitter: Callable[[], float] = random.random
+
+    @classmethod
+    def from_settings(
+        cls, settings: _RetrySettings, *, sleep: Callable[[float], None] = time.sleep
+    ) -> RetryPolicy:
+        """The policy `VeritySettings` configures (`transient_*`)."""
+        return cls(transient_max_retries=settings.transient_max_retries,
+                   transient_budget_s=settings.transient_retry_budget_s, sleep=sleep)
+
+    def backoff(self, retry: int) -> float:
+        """Seconds before transient retry number `retry` (1, 2 ...) without a `retry_after`:
+        exponential, capped, with jitter between half and all of it."""
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** (retry - 1))
+        return float(ceiling * (0.5 + self.jitter() / 2))
+
+
+IMMEDIATE = RetryPolicy(transient_max_retries=1, transient_budget_s=0.0, backoff_base_s=0.0)
+"""The spec's minimal harness: one retry of any retryable failure, no waiting. What an
+`AttemptLog` uses unless given a policy; the runtime passes `RetryPolicy.from_settings`."""
 
 
 @dataclass
 class AttemptLog:
-    """Collects attempt rows for one run."""
+    """Attempt rows, per-role attempt numbers and the token budget of one run (one node).
+
+    `start` seeds the per-role counters (`{"executor": 3}`: the next executor attempt is 4);
+    `token_budget` (0 = unlimited) is checked before each call against `tokens_used`, which
+    every reply's tokens are added to.
+    """
 
     run_id: str
     attempts: list[LlmAttempt] = field(default_factory=list)
+    start: Mapping[str, int] = field(default_factory=dict)
+    token_budget: int = 0
+    tokens_used: int = 0
+    cycle: int = 0
+    policy: RetryPolicy = IMMEDIATE
+    _counters: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
+    def next_number(self, role: str) -> int:
+        """Take the next attempt number of `role`."""
+        number = self._counters.get(role, self.start.get(role, 0)) + 1
+        self._counters[role] = number
+        return number
 
-class AttemptsExhaustedError(RunFailure):
-    """Every allowed attempt failed; the last error is the cause."""
+    def counters(self) -> dict[str, int]:
+        """The last attempt number of every role seen (seeded ones included): persist these
+        and pass them back as `start`."""
+        return {**self.start, **self._counters}
+
+    def budget_left(self) -> int | None:
+        """Tokens left in the budget; None when unlimited."""
+        return None if not self.token_budget else max(0, self.token_budget - self.tokens_used)
+
+    def charge(self, reply: ModelReply) -> None:
+        """Add a reply's tokens (input, output, cache reads and writes) to `tokens_used`."""
+        self.tokens_used += (reply.input_tokens + reply.output_tokens
+                             + reply.cache_read_tokens + reply.cache_write_tokens)
 
 
 def call_with_retry(
@@ -49,77 +145,117 @@ def call_with_retry(
     payload: bytes,
     parse: Callable[[str], T],
     log: AttemptLog,
-    cycle: int = 0,
+    cycle: int | None = None,
 ) -> T:
-    """Call `model` up to MAX_ATTEMPTS times with the same bytes; return the parsed answer.
-
-    `parse` validates the text (and may apply guards); a ValidationError or a retryable
-    `RunFailure` uses the retry. Anything else is not retried.
-    """
+    """Call `model` on the same `payload` bytes until `parse` accepts its answer or the
+    policy gives up; return the parsed answer. See the module docstring for the rules."""
     prompt = load_prompt(role)
-    digest = sha256_hex(payload)
-    last: Exception | None = None
-    for number in range(1, MAX_ATTEMPTS + 1):
-        started = time.perf_counter()
-        reply: ModelReply | None = None
-
-        def record(outcome: str, error: Exception | None, *, number: int = number,
-                   started: float = started, reply: ModelReply | None = None) -> None:
-            log.attempts.append(_attempt_row(
-                log.run_id, role=role, cycle=cycle, number=number, prompt=prompt,
-                digest=digest, model=model.model, reply=reply,
-                latency_ms=(time.perf_counter() - started) * 1000, outcome=outcome,
-                error_type=type(error).__name__ if error else None,
-            ))
-
-        try:
-            reply = model.respond(prompt, payload)
-            result = parse(reply.text)
-        except ValidationError as exc:
-            last = exc
-            record("invalid_output", exc, reply=reply)
-        except _RETRYABLE as exc:
-            last = exc
-            record(_outcome(exc), exc, reply=reply)
-        except Exception as exc:
-            record("error", exc, reply=reply)
-            raise
-        else:
-            record("ok", None, reply=reply)
-            return result
-    raise AttemptsExhaustedError(f"{role} failed after {MAX_ATTEMPTS} attempts") from last
-
-
-def _attempt_row(
-    run_id: str,
-    *,
-    role: str,
-    cycle: int,
-    number: int,
-    prompt: Prompt,
-    digest: str,
-    model: str,
-    reply: ModelReply | None,
-    latency_ms: float,
-    outcome: str,
-    error_type: str | None,
-) -> LlmAttempt:
-    return LlmAttempt(
-        run_id=run_id, role=role, cycle=cycle, attempt_number=number,
-        prompt_name=prompt.name, prompt_version=prompt.version, input_sha256=digest,
-        model=model, latency_ms=round(latency_ms, 3),
-        input_tokens=reply.input_tokens if reply else 0,
-        output_tokens=reply.output_tokens if reply else 0,
-        cache_read_tokens=reply.cache_read_tokens if reply else 0,
-        cache_write_tokens=reply.cache_write_tokens if reply else 0,
-        cost_usd=reply.cost_usd if reply else 0.0,
-        outcome=outcome, error_type=error_type,
+    return attempt_call(
+        lambda: model.respond(prompt, payload), role=role, prompt=prompt,
+        digest=sha256_hex(payload), model=model.model, parse=parse, log=log, cycle=cycle,
     )
 
 
+def attempt_call(
+    call: Callable[[], ModelReply],
+    *,
+    role: str,
+    prompt: Prompt,
+    digest: str,
+    model: str,
+    parse: Callable[[str], T],
+    log: AttemptLog,
+    cycle: int | None = None,
+) -> T:
+    """Run `call` (which must send the same bytes every time) under `log`'s policy."""
+    attempt = _Attempt(role=role, prompt=prompt, digest=digest, model=model, log=log,
+                       cycle=log.cycle if cycle is None else cycle)
+    technical = transient = 0
+    waited = 0.0
+    while True:
+        attempt.check_budget()
+        started = time.perf_counter()
+        reply: ModelReply | None = None
+        try:
+            reply = call()
+            result = parse(reply.text)
+        except _TECHNICAL as exc:
+            attempt.record(_outcome(exc), exc, reply=reply, started=started)
+            technical += 1
+            if technical > log.policy.technical_retries:
+                raise attempt.exhausted() from exc
+        except ProviderUnavailableError as exc:
+            attempt.record("unavailable", exc, reply=reply, started=started)
+            transient += 1
+            delay = exc.retry_after if exc.retry_after is not None else \
+                log.policy.backoff(transient)
+            delay = max(0.0, delay)
+            if (transient > log.policy.transient_max_retries
+                    or waited + delay > log.policy.transient_budget_s):
+                raise attempt.exhausted() from exc
+            log.policy.sleep(delay)
+            waited += delay
+        except ProviderRejectedError as exc:
+            attempt.record("rejected", exc, reply=reply, started=started)
+            raise
+        except Exception as exc:  # ConfigurationError and other failures: not ours to retry
+            attempt.record("error", exc, reply=reply, started=started)
+            raise
+        else:
+            attempt.record("ok", None, reply=reply, started=started)
+            return result
+
+
+@dataclass
+class _Attempt:
+    """The fixed facts of one call, and its row writer."""
+
+    role: str
+    prompt: Prompt
+    digest: str
+    model: str
+    log: AttemptLog
+    cycle: int
+    failures: int = 0
+
+    def check_budget(self) -> None:
+        left = self.log.budget_left()
+        if left is None or left > 0:
+            return
+        error = BudgetExceededError(
+            f"token budget of {self.log.token_budget} spent ({self.log.tokens_used} used)")
+        self.record("budget_exceeded", error, reply=None, started=time.perf_counter())
+        raise error
+
+    def record(
+        self, outcome: str, error: Exception | None, *, reply: ModelReply | None, started: float
+    ) -> None:
+        if reply is not None:
+            self.log.charge(reply)
+        if error is not None:
+            self.failures += 1
+        self.log.attempts.append(LlmAttempt(
+            run_id=self.log.run_id, role=self.role, cycle=self.cycle,
+            attempt_number=self.log.next_number(self.role), prompt_name=self.prompt.name,
+            prompt_version=self.prompt.version, input_sha256=self.digest, model=self.model,
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            **_usage(reply), outcome=outcome,
+            error_type=type(error).__name__ if error else None,
+        ))
+
+    def exhausted(self) -> AttemptsExhaustedError:
+        return AttemptsExhaustedError(
+            f"{self.role} failed after {self.failures} attempts")
+
+
+def _usage(reply: ModelReply | None) -> dict[str, Any]:
+    if reply is None:
+        return {}
+    return {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
+            "cache_read_tokens": reply.cache_read_tokens,
+            "cache_write_tokens": reply.cache_write_tokens, "cost_usd": reply.cost_usd}
+
+
 def _outcome(exc: Exception) -> str:
-    if isinstance(exc, GuardRejectedError):
-        return "guard_rejected"
-    if isinstance(exc, ProviderOutputInvalidError):
-        return "invalid_output"
-    return "unavailable"
+    return "guard_rejected" if isinstance(exc, GuardRejectedError) else "invalid_output"
+

@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LlmRole = Literal["planner", "executor", "verifier", "composer", "knowledge"]
+DEFAULT_MODELS: dict[str, str] = {
+    "planner": "claude-sonnet-5-5",
+    "executor": "claude-sonnet-5-5",
+    "verifier": "claude-opus-5-5",
+    "composer": "claude-sonnet-5-5",
+    "knowledge": "claude-haiku-5-5",
+}
+"""Current defaults per role. The Verifier's judgement is the one the verdict rests on, so it gets
+the strongest current model (Opus 5.5); the Planner, Executor and Composer get Sonnet 5.5 (fast,
+strong at tool use); the knowledge answer is a short extraction from one lookup (Haiku 5.5)."""
 
 
 class VeritySettings(BaseSettings):
     """Verity's settings; each field reads `VERITY_<NAME>` from the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="VERITY_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="VERITY_", extra="ignore", populate_by_name=True)
 
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL; None means the default SQLite file."
@@ -37,6 +50,94 @@ class VeritySettings(BaseSettings):
         description="Fault injection for tests and drills, comma-separated: "
         "`delay:<node>=<seconds>` sleeps before a node body, `raise:<tool>` makes a tool fail.",
     )
+
+    # -- models ------------------------------------------------------------------------------
+    provider: Literal["auto", "offline", "anthropic"] = Field(
+        default="auto",
+        description="Which agents run: `anthropic` (Claude), `offline` (deterministic), or "
+        "`auto`: Claude when an API key is set, offline otherwise.",
+    )
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("VERITY_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+        description="API key for the Anthropic Messages API (`ANTHROPIC_API_KEY`).",
+    )
+    anthropic_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("VERITY_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"),
+        description="An Anthropic-compatible endpoint (gateway, local model server, the fake "
+        "server in tests); None means the SDK's default.",
+    )
+    model_planner: str = Field(default=DEFAULT_MODELS["planner"], description="Planner model.")
+    model_executor: str = Field(default=DEFAULT_MODELS["executor"], description="Executor model.")
+    model_verifier: str = Field(default=DEFAULT_MODELS["verifier"], description="Verifier model.")
+    model_composer: str = Field(default=DEFAULT_MODELS["composer"], description="Composer model.")
+    model_knowledge: str = Field(
+        default=DEFAULT_MODELS["knowledge"], description="Knowledge answerer model."
+    )
+    llm_timeout_s: float = Field(
+        default=120.0, gt=0, description="Read/write/pool timeout of one model request, seconds."
+    )
+    llm_connect_timeout_s: float = Field(
+        default=5.0, gt=0, description="Connect timeout of one model request, seconds."
+    )
+    llm_max_tokens: int = Field(
+        default=16000, gt=0, description="max_tokens of a model request (thinking included)."
+    )
+    llm_max_tokens_by_role: dict[str, int] = Field(
+        default_factory=dict,
+        description='Per-role max_tokens overrides, JSON: `{"executor": 32000}`.',
+    )
+    force_tool_choice: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="Force the answer tool with `tool_choice`: `auto` forces it only for models "
+        "that accept a forced tool choice (the 5.x Claude models refuse it; they get the tool "
+        "with `tool_choice: auto` and an instruction, and a reply without it is invalid output).",
+    )
+    transient_retry_budget_s: float = Field(
+        default=60.0, ge=0,
+        description="Total seconds a call may spend backing off transient provider errors.",
+    )
+    transient_max_retries: int = Field(
+        default=4, ge=0, description="Retries of one call after transient provider errors."
+    )
+    token_budget: int = Field(
+        default=0, ge=0, description="Tokens (input + output + cache) per run; 0 = unlimited."
+    )
+    prices_file: Path | None = Field(
+        default=None,
+        description="JSON price table overriding the built-in one: "
+        '`{"model-id": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.1}}` '
+        "in USD per million tokens.",
+    )
+    executor_max_turns: int = Field(
+        default=4, ge=1,
+        description="Tool turns the Executor may take; the last one must submit its evidence.",
+    )
+    executor_max_tool_calls: int = Field(
+        default=8, ge=1, description="Tool calls the Executor may ask for in one turn."
+    )
+    executor_max_continuations: int = Field(
+        default=2, ge=0, description="`pause_turn` continuations of one Executor turn."
+    )
+
+    def model_for(self, role: str) -> str:
+        """The configured model of an agent role."""
+        models = {"planner": self.model_planner, "executor": self.model_executor,
+                  "verifier": self.model_verifier, "composer": self.model_composer,
+                  "knowledge": self.model_knowledge}
+        return models[role]
+
+    def max_tokens_for(self, role: str) -> int:
+        """max_tokens for a role: its override, else the global value."""
+        return self.llm_max_tokens_by_role.get(role, self.llm_max_tokens)
+
+    def resolved_provider(self) -> Literal["offline", "anthropic"]:
+        """`auto` resolves to `anthropic` iff an API key is set."""
+        if self.provider == "auto":
+            key = self.anthropic_api_key
+            return "anthropic" if key is not None and key.get_secret_value() else "offline"
+        return self.provider
 
     def node_delay(self, node: str) -> float:
         """Seconds to sleep before `node` runs (fault injection); 0 normally."""

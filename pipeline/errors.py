@@ -9,11 +9,19 @@
     │   ├── RunNotFoundError        no such run id
     │   └── StaleStateError         a conditional update lost the race (expected node/version)
     └── RunFailure                  a run cannot go on normally; routing picks a fallback
-        ├── ProviderUnavailableError    the model could not be reached or kept failing
-        ├── ProviderOutputInvalidError  the model answered outside its contract
-        ├── GuardRejectedError          a deterministic guard refused the model's answer
+        ├── ProviderUnavailableError    transient: 429, 529, 5xx, timeout, dropped connection;
+        │                               backed off and retried (honours `retry_after`)
+        ├── ProviderRejectedError       the provider refused the request (400, 404 ...); never
+        │                               retried: the same bytes would be refused again
+        ├── ProviderOutputInvalidError  the model answered outside its contract; technical retry
+        ├── GuardRejectedError          a deterministic guard refused the answer; technical retry
+        ├── AttemptsExhaustedError      every allowed attempt failed; the last error is its cause
         ├── BudgetExceededError         the run's token budget is spent
         └── RunCancelledError           the run was cancelled
+
+`retryable` on a RunFailure says whether the runtime may try the same call again. A missing or
+rejected API key (401, 403) is a ConfigurationError with a one-line message, never a RunFailure:
+no fallback can fix it.
 """
 
 from __future__ import annotations
@@ -63,17 +71,41 @@ class StaleStateError(StoreError):
 class RunFailure(VerityError):
     """A run cannot continue normally; routing chooses a fallback by subtype."""
 
+    retryable: bool = False
+    """Whether the same call may be tried again."""
+
 
 class ProviderUnavailableError(RunFailure):
-    """The model provider could not be reached or kept failing."""
+    """The model provider could not be reached or is overloaded; worth another try later.
+
+    `retry_after` is the wait in seconds the provider asked for (`retry-after`), if it said.
+    """
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ProviderRejectedError(RunFailure):
+    """The provider refused the request itself (400, 404, 413, 422 ...). Not retried."""
 
 
 class ProviderOutputInvalidError(RunFailure):
     """The model answered outside its contract."""
 
+    retryable = True
+
 
 class GuardRejectedError(RunFailure):
     """A deterministic guard refused the model's answer."""
+
+    retryable = True
+
+
+class AttemptsExhaustedError(RunFailure):
+    """Every allowed attempt failed; the last error is the cause."""
 
 
 class BudgetExceededError(RunFailure):

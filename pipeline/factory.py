@@ -5,13 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.agents.claude import (
+    ClaudeComposer,
+    ClaudeKnowledgeAnswerer,
+    ClaudePlanner,
+    ClaudeVerifier,
+)
+from pipeline.agents.claude_executor import ClaudeExecutor
 from pipeline.agents.investigator import OfflineExecutor
 from pipeline.agents.knowledge import OfflineKnowledgeAnswerer, validate_knowledge_answer
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner, classify_intent
 from pipeline.agents.template_composer import TemplateComposer
+from pipeline.attempts import RetryPolicy
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import InputError
+from pipeline.providers.messages import MessagesProvider
+from pipeline.providers.pricing import load_prices
 from pipeline.runtime import Agents, Runtime
 from pipeline.scenarios import default_scenarios_dir, load_scenario
 from pipeline.store import RunStore
@@ -29,6 +39,50 @@ def offline_agents() -> Agents:
         classify_intent=classify_intent,
         validate_knowledge=validate_knowledge_answer,
     )
+
+
+def claude_agents(
+    settings: VeritySettings, *, provider: MessagesProvider | None = None
+) -> Agents:
+    """Claude for the Planner, Executor, Verifier, Composer and knowledge answers, one model per
+    role from settings; intent routing and knowledge validation stay deterministic.
+
+    `provider` defaults to the Anthropic SDK provider built from settings (key, base URL,
+    timeouts); a missing key is a one-line ConfigurationError.
+    """
+    if provider is None:
+        from pipeline.providers.anthropic import AnthropicProvider  # the SDK only when used
+
+        provider = AnthropicProvider.from_settings(settings)
+    common: dict[str, Any] = {
+        "prices": load_prices(settings.prices_file),
+        "force_tool_choice": settings.force_tool_choice,
+        "policy": RetryPolicy.from_settings(settings),
+    }
+
+    def options(role: str) -> dict[str, Any]:
+        return {"provider": provider, "model": settings.model_for(role),
+                "max_tokens": settings.max_tokens_for(role), **common}
+
+    return Agents(
+        planner=ClaudePlanner(**options("planner")),
+        executor=ClaudeExecutor(
+            **options("executor"), max_turns=settings.executor_max_turns,
+            max_tool_calls=settings.executor_max_tool_calls,
+            max_continuations=settings.executor_max_continuations),
+        verifier=ClaudeVerifier(**options("verifier")),
+        composer=ClaudeComposer(**options("composer")),
+        knowledge=ClaudeKnowledgeAnswerer(**options("knowledge")),
+        classify_intent=classify_intent,
+        validate_knowledge=validate_knowledge_answer,
+    )
+
+
+def agents_for(settings: VeritySettings) -> Agents:
+    """Claude agents when the provider resolves to `anthropic`, else the offline ones."""
+    if settings.resolved_provider() == "anthropic":
+        return claude_agents(settings)
+    return offline_agents()
 
 
 def load_source(data_source: str | None) -> Any:
@@ -55,12 +109,14 @@ def resolve_scenario(name: str | None, directory: str | None) -> str:
 def build_runtime(
     settings: VeritySettings | None = None, *, store: RunStore | None = None
 ) -> Runtime:
-    """A Runtime over the configured database with the offline agents."""
+    """A Runtime over the configured database with the agents the settings select
+    (`agents_for`: Claude with an API key or `VERITY_PROVIDER=anthropic`, offline otherwise)."""
     settings = settings or VeritySettings()
+    agents = agents_for(settings)  # before the store: a missing key fails first, in one line
     return Runtime(
         store=store or RunStore.open(resolve_database_url(settings)),
         registry=default_registry(),
-        agents=offline_agents(),
+        agents=agents,
         settings=settings,
         source_loader=load_source,
     )

@@ -1,0 +1,26 @@
+"""Model providers behind one neutral Messages interface.
+
+`messages` holds the provider-neutral request and response and the `MessagesProvider` protocol;
+`pricing` turns usage into cost; `anthropic` (imported only where Claude is used) is the one
+module that imports the `anthropic` SDK.
+"""
+
+from pipeline.providers.messages import (
+    MessagesProvider,
+    MessagesRequest,
+    MessagesResponse,
+    ScriptedProvider,
+    Usage,
+)
+from pipeline.providers.pricing import PriceTable, cost_usd, load_prices
+
+__all__ = [
+    "MessagesProvider",
+    "MessagesRequest",
+    "MessagesResponse",
+    "PriceTable",
+    "ScriptedProvider",
+    "Usage",
+    "cost_usd",
+    "load_prices",
+]

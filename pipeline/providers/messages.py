@@ -1,0 +1,144 @@
+"""Provider-neutral Messages requests and responses, the provider protocol, and a test double.
+
+Agents build a `MessagesRequest` (system text, messages, tools as plain dicts in the Messages
+API's shape) and get a `MessagesResponse` back (content blocks as plain dicts). Nothing here
+imports a provider SDK: `pipeline/providers/anthropic.py` is the one module that does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pipeline.serialization import sha256_hex
+
+JSON = dict[str, Any]
+EPHEMERAL: JSON = {"type": "ephemeral"}
+"""The prompt-cache marker Verity puts on the static prefix."""
+
+
+@dataclass(frozen=True)
+class MessagesRequest:
+    """One Messages API call, before caching marks and transport.
+
+    `role` names the agent (planner, executor, verifier, composer, knowledge): it goes out as
+    the `x-verity-role` header and is never part of the body.
+    """
+
+    role: str
+    model: str
+    system: str
+    messages: Sequence[JSON]
+    max_tokens: int
+    tools: Sequence[JSON] = ()
+    tool_choice: JSON | None = None
+
+    def body(self) -> JSON:
+        """The request body. The static prefix — the tool definitions, then the system prompt
+        — is marked for prompt caching: `cache_control` on the last tool and on the system
+        block. Everything after it (the messages) varies per call."""
+        body: JSON = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": [{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
+            "messages": [dict(m) for m in self.messages],
+        }
+        if self.tools:
+            tools = [dict(t) for t in self.tools]
+            tools[-1] = {**tools[-1], "cache_control": EPHEMERAL}
+            body["tools"] = tools
+        if self.tool_choice is not None:
+            body["tool_choice"] = dict(self.tool_choice)
+        return body
+
+    def canonical_bytes(self) -> bytes:
+        """The body as byte-stable JSON (sorted keys, compact, UTF-8)."""
+        return json.dumps(self.body(), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False).encode("utf-8")
+
+    def sha256(self) -> str:
+        """sha256 of `canonical_bytes`: the input digest of the attempt rows."""
+        return sha256_hex(self.canonical_bytes())
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens of one call, cache reads and writes apart from plain input."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every token the call processed."""
+        return (self.input_tokens + self.output_tokens + self.cache_read_tokens
+                + self.cache_write_tokens)
+
+
+@dataclass(frozen=True)
+class MessagesResponse:
+    """One Messages API answer: content blocks as plain dicts, stop reason, usage."""
+
+    content: list[JSON]
+    stop_reason: str | None
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    request_id: str | None = None
+    latency_ms: float = 0.0
+
+    def tool_uses(self, name: str | None = None) -> list[JSON]:
+        """The `tool_use` blocks, in order; only those of tool `name` when given."""
+        return [b for b in self.content if b.get("type") == "tool_use"
+                and (name is None or b.get("name") == name)]
+
+    def text(self) -> str:
+        """The text blocks joined (thinking blocks are not text)."""
+        return "".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
+
+
+class MessagesProvider(Protocol):
+    """Sends one Messages request. Raises Verity errors only: `ProviderUnavailableError`
+    (transient), `ProviderRejectedError`, `ProviderOutputInvalidError`, `ConfigurationError`."""
+
+    def send(self, request: MessagesRequest) -> MessagesResponse:
+        """The provider's answer to `request`."""
+        ...
+
+
+@dataclass
+class ScriptedProvider:
+    """A test double: answers from a queue (a response or an exception), recording requests."""
+
+    replies: deque[MessagesResponse | Exception] = field(default_factory=deque)
+    requests: list[MessagesRequest] = field(default_factory=list)
+
+    def enqueue(self, *replies: MessagesResponse | Exception) -> ScriptedProvider:
+        """Add replies in order; returns self for chaining."""
+        self.replies.extend(replies)
+        return self
+
+    def send(self, request: MessagesRequest) -> MessagesResponse:
+        """Pop the next reply; raise it if it is an exception."""
+        self.requests.append(request)
+        reply = self.replies.popleft()
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+def tool_use_response(
+    name: str,
+    arguments: JSON,
+    *,
+    block_id: str = "toolu_01scripted",
+    usage: Usage | None = None,
+    stop_reason: str = "tool_use",
+) -> MessagesResponse:
+    """A response holding one `tool_use` block (for tests and scripted runs)."""
+    block = {"type": "tool_use", "id": block_id, "name": name, "input": arguments}
+    return MessagesResponse(content=[block], stop_reason=stop_reason, usage=usage or Usage())
