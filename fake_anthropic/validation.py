@@ -87,7 +87,28 @@ def _check_message_shapes(messages: list[Any]) -> str | None:
     return None
 
 
-def _check_tool_pairing(messages: list[Mapping[str, Any]]) -> str | None:
+def _check_tool_results(messages: list[Mapping[str, Any]]) -> str | None:
+    for index, message in enumerate(messages):
+        results = _ids(message, "tool_result", "tool_use_id")
+        if not results:
+            continue
+        previous = messages[index - 1] if index else None
+        expected = (
+            set(_ids(previous, "tool_use", "id"))
+            if previous and previous["role"] == "assistant"
+            else set()
+        )
+        stray = [r for r in results if r not in expected]
+        if stray or message["role"] != "user":
+            return (
+                f"messages.{index}.content: unexpected `tool_use_id` found in `tool_result` "
+                f"blocks: {', '.join(stray or results)}. Each `tool_result` block must have "
+                "a corresponding `tool_use` block in the previous message."
+            )
+    return None
+
+
+def _check_tool_uses(messages: list[Mapping[str, Any]]) -> str | None:
     seen: set[str] = set()
     for index, message in enumerate(messages):
         uses = _ids(message, "tool_use", "id") if message["role"] == "assistant" else []
@@ -95,21 +116,6 @@ def _check_tool_pairing(messages: list[Mapping[str, Any]]) -> str | None:
         if duplicate is not None:
             return f"messages.{index}: `tool_use` ids must be unique: {duplicate}"
         seen.update(uses)
-        results = _ids(message, "tool_result", "tool_use_id")
-        if results:
-            previous = messages[index - 1] if index else None
-            expected = (
-                set(_ids(previous, "tool_use", "id"))
-                if previous and previous["role"] == "assistant"
-                else set()
-            )
-            stray = [r for r in results if r not in expected]
-            if stray or message["role"] != "user":
-                return (
-                    f"messages.{index}.content: unexpected `tool_use_id` found in `tool_result` "
-                    f"blocks: {', '.join(stray or results)}. Each `tool_result` block must have "
-                    "a corresponding `tool_use` block in the previous message."
-                )
         if uses and index + 1 < len(messages):
             answered = set(_ids(messages[index + 1], "tool_result", "tool_use_id"))
             missing = [u for u in uses if u not in answered]
@@ -131,5 +137,6 @@ def validate_request(body: object) -> str | None:
         _check_top_level(body)
         or _check_tools(body)
         or _check_message_shapes(body["messages"])
-        or _check_tool_pairing(body["messages"])
+        or _check_tool_results(body["messages"])
+        or _check_tool_uses(body["messages"])
     )
