@@ -1,6 +1,9 @@
 """`python -m fake_anthropic --port 0 --latency 1.0 --script FILE`: serve until SIGTERM/SIGINT.
 
 Prints `listening on http://127.0.0.1:PORT` (one line, flushed) once it accepts connections.
+The script file is a JSON script document (`FakeState.load`); `--latency`, `--role-latency`
+and `--default-responder` are merged into it (the flags win), and the whole is the start
+configuration that `POST /_control/reset` returns to.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0: a free port")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds before answering")
+    parser.add_argument(
+        "--latency", type=float, help="seconds before answering (wins over the script's)"
+    )
     parser.add_argument(
         "--role-latency", type=_role_value, action="append", default=[], metavar="ROLE=SECONDS"
     )
@@ -45,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--hang-seconds", type=float, default=30.0)
     parser.add_argument("--seed", type=int, help="seed for minted ids")
+    parser.add_argument("--record-limit", type=int, help="keep only the latest N requests")
     return parser
 
 
@@ -60,22 +66,28 @@ def _document(args: argparse.Namespace) -> dict[str, Any]:
         responders[role or "*"] = path
     if responders:
         document["responders"] = responders
+    if args.latency is not None:
+        document["latency"] = args.latency
+    role_latency = dict(document.get("role_latency") or {})
+    role_latency.update({role: float(seconds) for role, seconds in args.role_latency})
+    if role_latency:
+        document["role_latency"] = role_latency
     return document
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the options, start the server, print its address, serve until told to stop."""
     args = _parser().parse_args(argv)
+    # Everything given at start is the start configuration, which reset() returns to.
     fake = FakeAnthropic(
-        latency=args.latency,
-        role_latency={role: float(seconds) for role, seconds in args.role_latency},
         required_key=args.required_key,
         hang_seconds=args.hang_seconds,
         seed=args.seed,
+        script=_document(args),
+        record_limit=args.record_limit,
         host=args.host,
         port=args.port,
     )
-    fake.load(_document(args))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

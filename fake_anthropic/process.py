@@ -104,7 +104,7 @@ class FakeControl:
         return self._call("GET", "/_control/pending")
 
     def reset(self) -> None:
-        """Forget scripts, faults, requests and cached prefixes; back to the start latency."""
+        """Forget requests, queues and cached prefixes; re-apply the start configuration."""
         self._call("POST", "/_control/reset")
 
 
@@ -141,16 +141,19 @@ class SpawnedFake(FakeControl):
 
 def command(
     *,
-    latency: float = 0.0,
+    latency: float | None = None,
     role_latency: Mapping[str, float] | None = None,
     script: Path | str | Mapping[str, Any] | None = None,
     required_key: str | None = None,
     default_responder: str | None = None,
     hang_seconds: float = 30.0,
+    record_limit: int | None = None,
 ) -> list[str]:
     """The `python -m fake_anthropic` command line for these settings, on a free port."""
-    argv = [sys.executable, "-m", "fake_anthropic", "--port", "0", "--latency", str(latency)]
+    argv = [sys.executable, "-m", "fake_anthropic", "--port", "0"]
     argv += ["--hang-seconds", str(hang_seconds)]
+    if latency is not None:
+        argv += ["--latency", str(latency)]
     for role, seconds in (role_latency or {}).items():
         argv += ["--role-latency", f"{role}={seconds}"]
     if isinstance(script, Mapping):
@@ -161,6 +164,8 @@ def command(
         argv += ["--required-key", required_key]
     if default_responder is not None:
         argv += ["--default-responder", default_responder]
+    if record_limit is not None:
+        argv += ["--record-limit", str(record_limit)]
     return argv
 
 

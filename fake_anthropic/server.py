@@ -58,9 +58,14 @@ class FakeAnthropic:
         default_responder: Responder | str | None = None,
         hang_seconds: float = 30.0,
         seed: int | None = None,
+        script: Mapping[str, Any] | None = None,
+        record_limit: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        """`script` is a script document applied at start and again by every `reset()`;
+        `record_limit` keeps only the latest requests (None: all, fine for tests; set it for
+        long benchmarks)."""
         responder = (
             load_responder(default_responder)
             if isinstance(default_responder, str)
@@ -73,6 +78,8 @@ class FakeAnthropic:
             default_responder=responder,
             hang_seconds=hang_seconds,
             seed=seed,
+            script=script,
+            record_limit=record_limit,
         )
         self._address = (host, port)
         self._server: FakeServer | None = None
@@ -192,7 +199,7 @@ class FakeAnthropic:
         return self.state.pending()
 
     def reset(self) -> None:
-        """Forget scripts, faults, requests and cached prefixes; back to the start latency."""
+        """Forget requests, queues and cached prefixes; re-apply the start configuration."""
         self.state.reset()
 
     # -- another process -----------------------------------------------------------------
@@ -200,15 +207,19 @@ class FakeAnthropic:
     @staticmethod
     def spawn(
         *,
-        latency: float = 0.0,
+        latency: float | None = None,
         role_latency: Mapping[str, float] | None = None,
         script: Path | str | Mapping[str, Any] | None = None,
         required_key: str | None = None,
         default_responder: str | None = None,
         hang_seconds: float = 30.0,
+        record_limit: int | None = None,
         startup_timeout: float = 10.0,
     ) -> SpawnedFake:
-        """Run the server as `python -m fake_anthropic` in a child process (see `process`)."""
+        """Run the server as `python -m fake_anthropic` in a child process (see `process`).
+
+        `latency` (None: the script's, else 0) and the other settings are its start
+        configuration; `default_responder` is `[role=]module:function` or `minimal`."""
         from fake_anthropic.process import spawn
 
         return spawn(
@@ -218,5 +229,6 @@ class FakeAnthropic:
             required_key=required_key,
             default_responder=default_responder,
             hang_seconds=hang_seconds,
+            record_limit=record_limit,
             startup_timeout=startup_timeout,
         )

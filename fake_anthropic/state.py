@@ -7,8 +7,15 @@ planner, executor, verifier, composer or knowledge), else the forced tool's name
 consumes one fault if its role has any, else one reply, else asks the role's default responder
 (then the global one), else answers 500 api_error "no scripted reply for role X".
 
-Order of checks: the request is recorded; `x-api-key` (401); the body (400); then the latency
-(per role, else global) is waited and the fault or reply is sent.
+Order of checks: the request is recorded; `x-api-key` or `Authorization: Bearer` (401; the 2.x
+SDK sends its api_key as the latter); the body (400); then the latency (per role, else global)
+is waited and the fault or reply is sent.
+
+A recorded request is a JSON object: `seq` (0, 1, ... since start or reset), `path`, `role`,
+`headers` (lower-case names), `body` (the parsed JSON, None when it is not JSON), `time` (unix
+seconds), `request_id` (also sent as the `request-id` header), `status` (None for hang and
+drop_connection), `outcome` (`scripted`, `default`, `fault:<kind>`, `invalid_request`,
+`authentication`, `count_tokens`) and `response` (the JSON body sent, else None).
 """
 
 from __future__ import annotations
@@ -113,9 +120,12 @@ class FakeState:
         default_responder: Responder | None = None,
         hang_seconds: float = 30.0,
         seed: int | None = None,
+        script: Mapping[str, Any] | None = None,
+        record_limit: int | None = None,
     ) -> None:
         self._initial_latency = (float(latency), dict(role_latency or {}))
         self._initial_responder = default_responder
+        self._initial_script = copy.deepcopy(dict(script or {}))
         self.required_key = required_key
         self.hang_seconds = hang_seconds
         self.stopping = threading.Event()
@@ -127,15 +137,18 @@ class FakeState:
         self._responders: dict[str | None, Responder] = {}
         self._replies: dict[str, deque[object]] = {}
         self._faults: dict[str, deque[Fault]] = {}
-        self._requests: list[JSON] = []
+        self._requests: deque[JSON] = deque(maxlen=record_limit)
+        self._seq = 0
         self.reset()
 
     # -- control ------------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Back to the configuration the server started with: no scripts, faults, requests or
-        cached prefixes; the starting latency and default responder."""
+        """Back to the state the server started in: recorded requests, queues and cached
+        prefixes emptied; the start latency, default responder and script document (if any)
+        applied again."""
         with self._lock:
+            self._seq = 0
             self._latency, role_latency = self._initial_latency
             self._role_latency = dict(role_latency)
             self._responders = {}
@@ -145,6 +158,7 @@ class FakeState:
             self._faults.clear()
             self._requests.clear()
         self._cache.clear()
+        self.load(self._initial_script)
 
     def script(self, role: str, replies: Sequence[object]) -> int:
         """Append replies to the role's queue (all checked first); the queue's new length."""
@@ -222,7 +236,7 @@ class FakeState:
             "path": path,
             "role": role,
             "headers": dict(headers),
-            "body": copy.deepcopy(body),
+            "body": body,  # parsed for this request alone; requests() hands out copies
             "time": time.time(),
             "request_id": self._mint.mint("req"),
             "status": None,
@@ -230,7 +244,8 @@ class FakeState:
             "response": None,
         }
         with self._lock:
-            record["seq"] = len(self._requests)
+            record["seq"] = self._seq
+            self._seq += 1
             self._requests.append(record)
         return record
 

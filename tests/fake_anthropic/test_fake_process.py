@@ -51,9 +51,25 @@ def test_process__spawned_server_serves_its_script_and_is_controlled_over_http()
         fake.set_default_responder(None)
         with pytest.raises(anthropic.InternalServerError, match="no scripted reply"):
             ask(client, "planner")
-        fake.reset()
-        assert fake.requests == [] and fake.pending() == {"replies": {}, "faults": {}}
+        fake.reset()  # back to the start: the script and the minimal responder again
+        assert fake.requests == []
+        assert fake.pending() == {
+            "replies": {"verifier": 1},
+            "faults": {"composer": [{"fault": "529"}]},
+        }
+        assert ask(client, "verifier").content[0].input == {"a": 1}
+        assert ask(client, "knowledge").content[0].text == "ok"
     assert fake.process.returncode is not None
+
+
+def test_process__record_limit_keeps_the_latest_requests() -> None:
+    with (
+        FakeAnthropic(record_limit=2, default_responder="minimal") as fake,
+        anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0) as client,
+    ):
+        for role in ("planner", "executor", "verifier"):
+            ask(client, role)
+        assert [(r["seq"], r["role"]) for r in fake.requests] == [(1, "executor"), (2, "verifier")]
 
 
 def test_process__module_entry_point_with_a_script_file(tmp_path: Path) -> None:
@@ -115,3 +131,24 @@ def test_process__minimal_responder_fills_a_forced_tool_over_http() -> None:
         forced = {"type": "tool", "name": "submit_verifier_output"}
         message = ask(client, tools=[VERIFIER_TOOL], tool_choice=forced)
         assert message.content[0].input == {"verdict": "", "score": 0.0}
+
+
+def test_process__command_line_flags_merge_into_the_start_script() -> None:
+    from fake_anthropic.__main__ import _document, _parser
+    from fake_anthropic.process import command
+
+    argv = command(
+        latency=1.0,
+        role_latency={"verifier": 0.5},
+        script={"latency": 9, "role_latency": {"planner": 2}, "replies": {"p": ["x"]}},
+        default_responder="executor=minimal",
+        record_limit=10,
+    )
+    args = _parser().parse_args(argv[3:])
+    assert args.record_limit == 10
+    assert _document(args) == {
+        "latency": 1.0,
+        "role_latency": {"planner": 2, "verifier": 0.5},
+        "replies": {"p": ["x"]},
+        "responders": {"executor": "minimal"},
+    }
