@@ -110,7 +110,8 @@ class ClaudeAgent:
         )
 
     def reply(self, response: MessagesResponse, text: str) -> ModelReply:
-        """`text` with the response's usage and its cost from the price table."""
+        """`text` with the response's usage, priced as the model that answered (a gateway may
+        name a dated snapshot; a local model server has no price)."""
         usage = response.usage
         return ModelReply(
             text=text, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
@@ -142,12 +143,10 @@ class ClaudeAgent:
 
 
 def answer_text(response: MessagesResponse, tool: str) -> str:
-    """The answer tool's input as JSON text; without it, the reply's text (which then fails
-    validation: a reply that skips the tool is invalid output)."""
+    """The answer tool's input as JSON text; "" without it (a reply that skips the tool is
+    invalid output, even when its text happens to be JSON)."""
     uses = response.tool_uses(tool)
-    if uses:
-        return json.dumps(uses[0].get("input"), ensure_ascii=False)
-    return response.text()
+    return json.dumps(uses[0].get("input"), ensure_ascii=False) if uses else ""
 
 
 # -- single-turn roles: Verifier and Composer ------------------------------------------------
