@@ -16,7 +16,7 @@ A fault is a name, or `{"fault": name, ...options}`:
 | `malformed_json` | 200, `content-type: application/json`, a body cut off mid-object |
 | `schema_break` | 200, a well-formed tool_use whose input breaks the tool's input_schema |
 
-Options: `retry_after` (any fault: a `retry-after` header), `message` (status faults),
+Options: `retry_after` (status faults: a `retry-after` header), `message` (status faults),
 `seconds` (hang), `input` (schema_break: the exact input to send).
 """
 

@@ -57,15 +57,21 @@ class FakeServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         self.server_name, self.server_port = str(host), int(port)
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        current = threading.current_thread()
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # Registered before it starts, so a stop never misses a connection being born.
+        thread = threading.Thread(
+            target=self._serve_connection, args=(request, client_address), daemon=True
+        )
         with self._live_lock:
-            self._live[current] = request
+            self._live[thread] = request
+        thread.start()
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
         try:
-            super().process_request_thread(request, client_address)
+            self.process_request_thread(request, client_address)
         finally:
             with self._live_lock:
-                self._live.pop(current, None)
+                self._live.pop(threading.current_thread(), None)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that gave up (timeout, dropped socket) is part of the game, not an error.
