@@ -1,0 +1,105 @@
+"""Whole runs on the Claude agents over real HTTP: the fake server answers as Claude would
+(`claude_like`), and the run ends with the same stored shape as an offline run, with tokens and
+cost on every model attempt the runtime stores."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fake_anthropic import FakeAnthropic
+from models.common import RunStatus
+from pipeline.agents.claude import ClaudeVerifier
+from pipeline.config import VeritySettings
+from pipeline.factory import build_runtime, resolve_scenario
+from pipeline.runtime import Runtime
+from pipeline.scenarios import load_scenario
+from tests.providers.claude_like import answer_like_claude
+
+SCENARIOS = ["checkout-pool-exhaustion", "knowledge-payment-db-credentials"]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as running:
+        answer_like_claude(running)
+        yield running
+
+
+def drive(runtime: Runtime, scenario: str) -> str:
+    """Run one scenario to its end in this thread, node by node (what the workers do)."""
+    path = resolve_scenario(scenario, None)
+    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path)
+    outcome = runtime.coordinate(run_id, 0)
+    for _ in range(50):
+        if outcome.kind != "committed" or outcome.next is None:
+            break
+        for tool_call_id in outcome.next.tool_call_ids:
+            runtime.run_tool_call(run_id, tool_call_id)
+        outcome = runtime.run_node(run_id, outcome.next.node, outcome.version)
+    return run_id
+
+
+def _calls(runtime: Runtime, run_id: str) -> list[tuple[str, str]]:
+    return sorted((i.tool_name, json.dumps(i.arguments, sort_keys=True))
+                  for i in runtime.store.list_invocations(run_id))
+
+
+def settings(tmp_path: Path, name: str, **kw: object) -> VeritySettings:
+    return VeritySettings(database_url=f"sqlite:///{tmp_path / name}.db", **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_runs__claude_over_http_ends_like_an_offline_run(
+    fake: FakeAnthropic, tmp_path: Path, scenario: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    claude_settings = settings(tmp_path, "claude", provider="anthropic",
+                               anthropic_api_key="sk-test", anthropic_base_url=fake.base_url)
+    claude = build_runtime(claude_settings)
+    offline = build_runtime(settings(tmp_path, "offline"))
+    assert isinstance(claude.agents.verifier, ClaudeVerifier)
+    assert not isinstance(offline.agents.verifier, ClaudeVerifier)
+    claude_run = claude.store.get_run(drive(claude, scenario))
+    offline_run = offline.store.get_run(drive(offline, scenario))
+    assert claude_run.status is offline_run.status
+    assert claude_run.status in (RunStatus.SUCCESS, RunStatus.FALLBACK)
+    assert (claude_run.verdict, claude_run.fallback_type) == (
+        offline_run.verdict, offline_run.fallback_type)
+    assert claude_run.final_answer is not None and offline_run.final_answer is not None
+    assert claude_run.final_answer == offline_run.final_answer
+    expected_roles = ({"planner", "knowledge"} if "knowledge" in scenario
+                      else {"planner", "executor", "verifier", "composer"})
+    assert {r["role"] for r in fake.requests} == expected_roles
+    if "executor" in expected_roles:
+        assert len(fake.requests_for("executor")) >= 2  # tool turns, then the evidence
+    assert _calls(claude, claude_run.run_id) == _calls(offline, offline_run.run_id)
+    assert all(r["headers"]["x-verity-role"] == r["role"] for r in fake.requests)
+    attempts = claude.store.list_attempts(claude_run.run_id)
+    for attempt in attempts:
+        assert attempt.outcome == "ok" and attempt.input_tokens > 0 and attempt.cost_usd > 0
+    claude.store.close()
+    offline.store.close()
+
+
+def test_runs__missing_key_with_the_anthropic_provider_is_one_line(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    from pipeline.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as raised:
+        build_runtime(settings(tmp_path, "nokey", provider="anthropic"))
+    assert "\n" not in str(raised.value) and "ANTHROPIC_API_KEY is not set" in str(raised.value)
+
+
+def test_runs__auto_provider_follows_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert VeritySettings().resolved_provider() == "offline"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    assert VeritySettings().resolved_provider() == "anthropic"
+    assert VeritySettings(provider="offline").resolved_provider() == "offline"
+
