@@ -42,9 +42,10 @@ from pipeline.tools.registry import ToolRegistry
 T = TypeVar("T")
 ForceMode = Literal["auto", "always", "never"]
 
-_REFUSES_FORCED_TOOL = re.compile(r"^claude-(?:(?:opus|sonnet|haiku)-5|fable-|mythos-)")
-"""Models that answer a forced `tool_choice` with 400: every 5.x Claude model (their thinking
-is on by default, and forced tool use is not supported with it)."""
+_THINKS_BY_DEFAULT = re.compile(r"^claude-(?:(?:opus|sonnet|haiku)-5|fable-|mythos-)")
+"""The 5.x Claude models: thinking is on unless turned off (and on some it cannot be). They
+answer a forced `tool_choice` with 400, and in a tool loop the last assistant message must
+start with the thinking block it was given."""
 
 ANSWER_TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
     "planner": ("submit_plan", "Submit the investigation plan.", Plan),
@@ -61,7 +62,12 @@ def forces_tool_choice(model: str, mode: ForceMode = "auto") -> bool:
     """Whether to force the answer tool with `tool_choice` for `model`."""
     if mode != "auto":
         return mode == "always"
-    return _REFUSES_FORCED_TOOL.match(model) is None
+    return not thinks_by_default(model)
+
+
+def thinks_by_default(model: str) -> bool:
+    """Whether `model` thinks unless told otherwise (the 5.x Claude models)."""
+    return _THINKS_BY_DEFAULT.match(model) is not None
 
 
 def contract_tool(name: str, description: str, contract: type[BaseModel]) -> JSON:

@@ -11,7 +11,13 @@ from models.agent import ExecutorTurn, Plan, PlanStep, PreviousTurn, ToolCallReq
 from models.common import Intent
 from models.executor import ExecutorEvidenceV2
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
-from pipeline.agents.claude_executor import SUBMIT_EVIDENCE, ClaudeExecutor, conversation
+from pipeline.agents.claude_executor import (
+    SUBMIT_EVIDENCE,
+    ClaudeExecutor,
+    Replay,
+    ReplayCache,
+    conversation,
+)
 from pipeline.executor_output import parse_executor_output
 from pipeline.prompts import load_prompt
 from pipeline.providers.messages import MessagesResponse, ScriptedProvider
@@ -125,8 +131,9 @@ def test_executor__submitted_evidence_is_the_final_output() -> None:
     assert step.tool_calls == [] and step.final_output is not None
     parsed = parse_executor_output(step.final_output)
     assert parsed.ok and parsed.document == good_output()
-    request = provider.requests[0]
-    assert [m["role"] for m in request.messages] == ["user", "assistant", "user"]
+    (request,) = provider.requests
+    assert [m["role"] for m in request.messages] == ["user"]  # thinking model, no replay
+    assert "The tool calls made so far" in request.messages[0]["content"][-1]["text"]
 
 
 def test_executor__identical_call_is_refused_and_the_model_told_so() -> None:
@@ -243,3 +250,95 @@ def test_executor__attempt_numbers_continue_from_the_seed() -> None:
         "executor", 4, "verity.executor", USAGE.input_tokens)
     assert row.input_sha256 == provider.requests[0].sha256()
     assert attempts.counters() == {"executor": 4}
+
+
+# -- thinking: the last assistant message is replayed as the model gave it ------------------
+
+
+def next_transcript(current: Transcript, calls: list[ToolCallRequest],
+                    results: list[ToolInvocation]) -> Transcript:
+    """What the runtime stores after the tools of `calls` ran."""
+    return current.model_copy(update={"turns": [
+        *current.turns, ExecutorTurn(tool_calls=calls, results=results)]})
+
+
+def logs_result(tool_call_id: str) -> ToolInvocation:
+    return logs_invocation().model_copy(update={"tool_call_id": tool_call_id, "arguments": LOGS})
+
+
+def test_executor__a_turn_is_replayed_with_its_thinking_block() -> None:
+    twin = "toolu_01TwinTwinTwinTwinTwin00"
+    first = uses((ID_LOGS, "search_logs", LOGS), (twin, "search_logs", LOGS),
+                 text="Checking the logs.")
+    provider = ScriptedProvider().enqueue(first, submit(good_output()))
+    agent = executor(provider)
+    step = agent.step(transcript(), registry=default_registry())
+    assert [c.tool_call_id for c in step.tool_calls] == [ID_LOGS]
+    later = next_transcript(transcript(), step.tool_calls, [logs_result(ID_LOGS)])
+    agent.step(later, registry=default_registry())
+    messages = provider.requests[1].messages
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == first.content  # thinking first, as given
+    logs, refused = messages[2]["content"]
+    assert logs["tool_use_id"] == ID_LOGS and "is_error" not in logs
+    assert refused["tool_use_id"] == twin and refused["is_error"] is True
+    assert f"refused: identical to call {ID_LOGS}" in refused["content"][0]["text"]
+
+
+def test_executor__calls_over_the_bound_are_answered_as_not_run_on_replay() -> None:
+    calls = [(f"toolu_01Call{n:022d}", "search_logs", {"limit": n + 1}) for n in range(3)]
+    provider = ScriptedProvider().enqueue(uses(*calls), submit(good_output()))
+    agent = executor(provider, max_tool_calls=2)
+    step = agent.step(transcript(), registry=default_registry())
+    results = [logs_result(c.tool_call_id) for c in step.tool_calls]
+    agent.step(next_transcript(transcript(), step.tool_calls, results),
+               registry=default_registry())
+    blocks = provider.requests[1].messages[2]["content"]
+    assert [b.get("is_error", False) for b in blocks] == [False, False, True]
+    assert "not run: more than 2 calls" in blocks[2]["content"][0]["text"]
+
+
+def test_executor__a_model_without_default_thinking_gets_native_blocks_on_a_miss() -> None:
+    provider = ScriptedProvider().enqueue(submit(good_output()))
+    executor(provider, FORCING_MODEL).step(transcript(first_turn()), registry=default_registry())
+    messages = provider.requests[0].messages
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert [b["type"] for b in messages[1]["content"]] == ["tool_use", "tool_use"]
+
+
+def test_executor__text_history_keeps_ids_results_and_errors() -> None:
+    text = conversation(transcript(first_turn()), thinking=True)[0]["content"][-1]["text"]
+    assert f"Call {ID_LOGS}: search_logs" in text and f"Call {ID_METRICS}: query_metrics" in text
+    assert "<tool_output>" in text and "untrusted data" in text
+    assert "error: query_metrics: argument metric: unknown metric" in text
+
+
+def test_executor__persisted_assistant_content_wins_over_the_cache() -> None:
+    class Persisted:
+        tool_calls = first_turn().tool_calls
+        assistant_content = [{"type": "thinking", "thinking": "t", "signature": "s"}]
+
+    replay = ReplayCache().get(Persisted())  # type: ignore[arg-type]
+    assert replay is not None and replay.content == Persisted.assistant_content
+
+
+def test_executor__replay_cache_is_bounded() -> None:
+    cache = ReplayCache(size=2)
+    turns = [ExecutorTurn(tool_calls=[ToolCallRequest(tool_call_id=f"toolu_01{n}",
+                                                      tool_name="search_logs")])
+             for n in range(3)]
+    for turn in turns:
+        cache.put(turn.tool_calls, Replay([{"type": "text", "text": "x"}], {}))
+    assert cache.get(turns[0]) is None and cache.get(turns[2]) is not None
+
+
+def test_executor__a_paused_turn_is_replayed_whole() -> None:
+    paused = uses(stop_reason="pause_turn", text="Still looking")
+    asked = uses((ID_LOGS, "search_logs", LOGS))
+    provider = ScriptedProvider().enqueue(paused, asked, submit(good_output()))
+    agent = executor(provider)
+    step = agent.step(transcript(), registry=default_registry())
+    agent.step(next_transcript(transcript(), step.tool_calls, [logs_result(ID_LOGS)]),
+               registry=default_registry())
+    replayed = provider.requests[2].messages[1]
+    assert replayed == {"role": "assistant", "content": [*paused.content, *asked.content]}
