@@ -95,8 +95,8 @@ class RetryPolicy:
 
 
 IMMEDIATE = RetryPolicy(transient_max_retries=1, transient_budget_s=0.0, backoff_base_s=0.0)
-"""The spec's minimal harness: one retry of any retryable failure, no waiting. What an
-`AttemptLog` uses unless given a policy; the runtime passes `RetryPolicy.from_settings`."""
+"""The spec's minimal harness: one retry of any retryable failure, no waiting. Used when
+neither the `AttemptLog` nor the model brings a policy (test doubles, `verity verify`)."""
 
 
 @dataclass
@@ -105,7 +105,8 @@ class AttemptLog:
 
     `start` seeds the per-role counters (`{"executor": 3}`: the next executor attempt is 4);
     `token_budget` (0 = unlimited) is checked before each call against `tokens_used`, which
-    every reply's tokens are added to.
+    every reply's tokens are added to. `policy`, when set, wins over the model's own (a Claude
+    agent carries the one its settings configure); with neither, `IMMEDIATE`.
     """
 
     run_id: str
@@ -114,7 +115,7 @@ class AttemptLog:
     token_budget: int = 0
     tokens_used: int = 0
     cycle: int = 0
-    policy: RetryPolicy = IMMEDIATE
+    policy: RetryPolicy | None = None
     _counters: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def next_number(self, role: str) -> int:
@@ -150,9 +151,11 @@ def call_with_retry(
     """Call `model` on the same `payload` bytes until `parse` accepts its answer or the
     policy gives up; return the parsed answer. See the module docstring for the rules."""
     prompt = load_prompt(role)
+    own = getattr(model, "policy", None)
     return attempt_call(
         lambda: model.respond(prompt, payload), role=role, prompt=prompt,
         digest=sha256_hex(payload), model=model.model, parse=parse, log=log, cycle=cycle,
+        policy=own if isinstance(own, RetryPolicy) else None,
     )
 
 
@@ -166,8 +169,11 @@ def attempt_call(
     parse: Callable[[str], T],
     log: AttemptLog,
     cycle: int | None = None,
+    policy: RetryPolicy | None = None,
 ) -> T:
-    """Run `call` (which must send the same bytes every time) under `log`'s policy."""
+    """Run `call` (which must send the same bytes every time) under `log`'s policy, else
+    `policy` (the caller's own), else `IMMEDIATE`."""
+    rules = log.policy or policy or IMMEDIATE
     attempt = _Attempt(role=role, prompt=prompt, digest=digest, model=model, log=log,
                        cycle=log.cycle if cycle is None else cycle)
     technical = transient = 0
@@ -182,18 +188,18 @@ def attempt_call(
         except _TECHNICAL as exc:
             attempt.record(_outcome(exc), exc, reply=reply, started=started)
             technical += 1
-            if technical > log.policy.technical_retries:
+            if technical > rules.technical_retries:
                 raise attempt.exhausted() from exc
         except ProviderUnavailableError as exc:
             attempt.record("unavailable", exc, reply=reply, started=started)
             transient += 1
             delay = exc.retry_after if exc.retry_after is not None else \
-                log.policy.backoff(transient)
+                rules.backoff(transient)
             delay = max(0.0, delay)
-            if (transient > log.policy.transient_max_retries
-                    or waited + delay > log.policy.transient_budget_s):
+            if (transient > rules.transient_max_retries
+                    or waited + delay > rules.transient_budget_s):
                 raise attempt.exhausted() from exc
-            log.policy.sleep(delay)
+            rules.sleep(delay)
             waited += delay
         except ProviderRejectedError as exc:
             attempt.record("rejected", exc, reply=reply, started=started)

@@ -98,7 +98,7 @@ class ClaudeAgent:
     prices: PriceTable = DEFAULT_TABLE
     force_tool_choice: ForceMode = "auto"
     policy: RetryPolicy = field(default_factory=RetryPolicy)
-    """Used when a call has no AttemptLog of its own (the log's policy wins otherwise)."""
+    """The retry policy of this agent's calls, unless the AttemptLog brings one."""
 
     def answer_request(
         self, role: str, *, system: str, content: Sequence[JSON], extra_tools: Sequence[JSON] = ()
@@ -144,7 +144,7 @@ class ClaudeAgent:
 
         return attempt_call(
             call, role=request.role, prompt=prompt, digest=request.sha256(), model=self.model,
-            parse=parse, log=log if log is not None else AttemptLog(run_id, policy=self.policy),
+            parse=parse, log=log if log is not None else AttemptLog(run_id), policy=self.policy,
         )
 
 

@@ -134,7 +134,7 @@ class ClaudeExecutor(ClaudeAgent):
     ) -> ExecutorStep:
         """The next tool calls, or the final raw output (see the module docstring)."""
         prompt = load_prompt("executor")
-        log = log if log is not None else AttemptLog("unlogged", policy=self.policy)
+        log = log if log is not None else AttemptLog("unlogged")
         last_turn = len(transcript.turns) >= self.max_turns
         made = {_call_key(c.tool_name, c.arguments): c.tool_call_id
                 for turn in transcript.turns for c in turn.tool_calls}
@@ -177,7 +177,7 @@ class ClaudeExecutor(ClaudeAgent):
             return self.reply(responses[-1], "")
 
         attempt_call(call, role="executor", prompt=prompt, digest=request.sha256(),
-                     model=self.model, parse=lambda _: None, log=log)
+                     model=self.model, parse=lambda _: None, log=log, policy=self.policy)
         return responses[-1]
 
     def _map(

@@ -16,7 +16,7 @@ import pytest
 from models.composer import ComposerOutput
 from models.verifier import VerifierOutput
 from pipeline.agents.claude import ClaudeComposer, ClaudeVerifier
-from pipeline.attempts import AttemptLog, RetryPolicy, call_with_retry
+from pipeline.attempts import IMMEDIATE, AttemptLog, RetryPolicy, call_with_retry
 from pipeline.errors import (
     AttemptsExhaustedError,
     BudgetExceededError,
@@ -218,3 +218,25 @@ def test_retries__unpriced_model_costs_nothing_but_counts_tokens() -> None:
     row = attempts.attempts[0]
     assert (row.model, row.input_tokens, row.output_tokens, row.cost_usd) == (
         "local-model", 10, 5, 0.0)
+
+
+def test_retries__the_agent_brings_its_policy_when_the_log_has_none() -> None:
+    sleeps = Sleeps()
+    provider = ScriptedProvider().enqueue(unavailable(), unavailable(), tool_reply(SUBMIT, GOOD))
+    verifier = ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=sleeps,
+                                                                  jitter=lambda: 1.0))
+    attempts = AttemptLog("run-plain")  # what the runtime builds today
+    call_with_retry(verifier, role="verifier", payload=PAYLOAD,
+                    parse=VerifierOutput.model_validate_json, log=attempts)
+    assert sleeps.waits == [1.0, 2.0]
+    assert [r[1] for r in rows(attempts)] == ["unavailable", "unavailable", "ok"]
+
+
+def test_retries__the_log_policy_wins_over_the_agent() -> None:
+    provider = ScriptedProvider().enqueue(unavailable(), unavailable())
+    verifier = ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=Sleeps()))
+    attempts = AttemptLog("run-plain", policy=IMMEDIATE)
+    with pytest.raises(AttemptsExhaustedError):
+        call_with_retry(verifier, role="verifier", payload=PAYLOAD,
+                        parse=VerifierOutput.model_validate_json, log=attempts)
+    assert len(attempts.attempts) == 2
