@@ -39,6 +39,7 @@ class PipelineState(Contract):
     composer_status: StageStatus = Field(default=StageStatus.NOT_RUN, description="Status.")
     composer_output: ComposerOutput | None = Field(default=None, description="Guarded answer.")
     fallback: SafeFallback | None = Field(default=None, description="Set on fallback paths.")
+    budget_exceeded: bool = Field(default=False, description="A model call hit the budget.")
     failure_stage: str | None = Field(default=None, description="Node that failed.")
 
 
@@ -64,3 +65,7 @@ class RuntimeState(Contract):
         default_factory=list, description="Gaps the evidence-retry cycle must fill."
     )
     next: NextStep | None = Field(default=None, description="Dispatched after the last commit.")
+    attempt_counters: dict[str, int] = Field(
+        default_factory=dict, description="Last attempt number per role in this cycle."
+    )
+    tokens_used: int = Field(default=0, ge=0, description="Model tokens spent by the run.")

@@ -22,7 +22,7 @@ from pipeline import fallback as fallbacks
 from pipeline.agents.base import SingleTurnModel
 from pipeline.attempts import AttemptLog, call_with_retry
 from pipeline.composer_input import build_composer_input
-from pipeline.errors import GuardRejectedError, RunFailure
+from pipeline.errors import BudgetExceededError, GuardRejectedError, RunFailure
 from pipeline.executor_output import parse_executor_output
 from pipeline.gatekeeper import gatekeep
 from pipeline.guards import new_facts, post_check
@@ -74,8 +74,9 @@ def verify_node(
             verifier, role="verifier", payload=payload,
             parse=VerifierOutput.model_validate_json, log=log, cycle=state.evidence_retry_count,
         )
-    except RunFailure:
-        update = {**base, "verifier_status": VerifierStatus.FAILED, "failure_stage": "verify"}
+    except RunFailure as exc:
+        update = {**base, "verifier_status": VerifierStatus.FAILED, "failure_stage": "verify",
+                  "budget_exceeded": isinstance(exc, BudgetExceededError)}
         return state.model_copy(update=update)
     checked = post_check(output, verifier_input)
     assert state.verdict_ceiling is not None
@@ -129,10 +130,10 @@ def compose_node(
             composer, role="composer", payload=canonical_bytes(composer_input), parse=parse,
             log=log, cycle=state.evidence_retry_count,
         )
-    except RunFailure:
-        return state.model_copy(
-            update={"composer_status": StageStatus.FAILED, "failure_stage": "compose"}
-        )
+    except RunFailure as exc:
+        return state.model_copy(update={
+            "composer_status": StageStatus.FAILED, "failure_stage": "compose",
+            "budget_exceeded": isinstance(exc, BudgetExceededError)})
     return state.model_copy(update={"composer_status": StageStatus.OK, "composer_output": output})
 
 
@@ -143,7 +144,7 @@ def fallback_node(state: PipelineState, route: Route) -> PipelineState:
     if route.reason is FallbackReason.VERIFIER_REJECT:
         assert state.composer_input is not None
         result = fallbacks.semantic_unsupported(state.composer_input, evidence)
-    elif route.reason in (FallbackReason.VERIFIER_UNAVAILABLE, FallbackReason.COMPOSER_UNAVAILABLE):
+    elif route.reason in _UNAVAILABLE:
         result = fallbacks.semantic_unavailable(
             query=state.query, reason=route.reason,
             composer_input=state.composer_input, evidence=evidence,
@@ -151,6 +152,12 @@ def fallback_node(state: PipelineState, route: Route) -> PipelineState:
     else:
         result = fallbacks.evidence_validation_failed(query=state.query, reason=route.reason)
     return state.model_copy(update={"fallback": result})
+
+
+_UNAVAILABLE = frozenset({
+    FallbackReason.VERIFIER_UNAVAILABLE, FallbackReason.COMPOSER_UNAVAILABLE,
+    FallbackReason.BUDGET_EXCEEDED, FallbackReason.PLANNER_UNAVAILABLE,
+})
 
 
 def _gatekeeper(state: PipelineState) -> GatekeeperOutcome:

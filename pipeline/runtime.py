@@ -33,9 +33,9 @@ from models.state import NextStep, PipelineState, RuntimeState
 from models.verifier import EvidenceGap, RetryContext
 from pipeline import nodes, routing
 from pipeline.agents.base import SingleTurnModel
-from pipeline.attempts import AttemptLog
+from pipeline.attempts import AttemptLog, RetryPolicy
 from pipeline.config import VeritySettings
-from pipeline.errors import StaleStateError
+from pipeline.errors import BudgetExceededError, RunFailure, StaleStateError
 from pipeline.evaluation import run_result
 from pipeline.executor_output import parse_executor_output
 from pipeline.ids import mint_tool_call_id
@@ -43,7 +43,6 @@ from pipeline.routing import Node, Route
 from pipeline.store import RunStore
 from pipeline.tools.registry import ToolRegistry, run_tool
 
-MAX_EXECUTOR_TURNS = 4
 KNOWLEDGE_NODE = "knowledge"
 _NEEDS_OUTPUT = frozenset({Node.GATEKEEP.value, Node.VERIFY.value})
 _NEEDS_INVOCATIONS = frozenset(
@@ -62,24 +61,29 @@ class Planner(Protocol):
         registry: ToolRegistry,
         previous_turn: PreviousTurn | None = None,
         gaps: list[EvidenceGap] | None = None,
+        log: AttemptLog | None = None,
     ) -> Plan:
-        """The investigation plan."""
+        """The investigation plan; model calls are recorded in `log`."""
         ...
 
 
 class Executor(Protocol):
     """One step of the Executor loop: more tool calls, or the final structured output."""
 
-    def step(self, transcript: Transcript, *, registry: ToolRegistry) -> ExecutorStep:
-        """The next step."""
+    def step(
+        self, transcript: Transcript, *, registry: ToolRegistry, log: AttemptLog | None = None
+    ) -> ExecutorStep:
+        """The next step; model calls are recorded in `log`."""
         ...
 
 
 class KnowledgeAnswerer(Protocol):
     """Answers a knowledge question from the single lookup's result."""
 
-    def answer(self, query: str, lookup: ToolInvocation) -> KnowledgeAnswer:
-        """Answer items citing returned documents."""
+    def answer(
+        self, query: str, lookup: ToolInvocation, *, log: AttemptLog | None = None
+    ) -> KnowledgeAnswer:
+        """Answer items citing returned documents; model calls are recorded in `log`."""
         ...
 
 
@@ -318,6 +322,34 @@ def _raise_injected(*_args: object, **_kwargs: object) -> Any:
     raise RuntimeError("injected tool failure")
 
 
+def _attempt_log(rt: Runtime, inp: NodeInput) -> AttemptLog:
+    """The node's attempt log, continuing the run's attempt numbers and token count."""
+    return AttemptLog(
+        inp.head.run_id, start=inp.state.attempt_counters,
+        token_budget=rt.settings.token_budget, tokens_used=inp.state.tokens_used,
+        cycle=inp.state.pipeline.evidence_retry_count,
+        policy=RetryPolicy.from_settings(rt.settings),
+    )
+
+
+def _logged(state: RuntimeState, log: AttemptLog) -> RuntimeState:
+    return state.model_copy(update={"attempt_counters": log.counters(),
+                                    "tokens_used": log.tokens_used})
+
+
+def _model_failure(
+    state: RuntimeState, exc: RunFailure, *, stage: str, reason: FallbackReason,
+    fallback_type: FallbackType,
+) -> RuntimeState:
+    """Route a failed planner, executor or knowledge call to its fallback."""
+    if isinstance(exc, BudgetExceededError):
+        fallback_type, reason = FallbackType.SEMANTIC_UNAVAILABLE, FallbackReason.BUDGET_EXCEEDED
+    pipeline = state.pipeline.model_copy(update={
+        "failure_stage": stage, "budget_exceeded": isinstance(exc, BudgetExceededError)})
+    step = NextStep(node=Node.FALLBACK.value, fallback_type=fallback_type, reason=reason)
+    return state.model_copy(update={"pipeline": pipeline, "next": step})
+
+
 def _document(run_id: str, raw_output: str | None) -> dict[str, Any]:
     parsed = parse_executor_output(raw_output or "")
     if parsed.document is None:
@@ -358,10 +390,18 @@ def _plan(rt: Runtime, inp: NodeInput) -> Commit:
         if prior is not None and prior.run_id != record.run_id and prior.final_answer:
             previous = PreviousTurn(run_id=prior.run_id, query=prior.query,
                                     answer_summary=prior.final_answer.answer_summary)
-    plan = rt.agents.planner.plan(
-        pipeline.query, registry=rt.registry, previous_turn=previous,
-        gaps=list(state.retry_gaps) if gap_mode else None,
-    )
+    log = _attempt_log(rt, inp)
+    try:
+        plan = rt.agents.planner.plan(
+            pipeline.query, registry=rt.registry, previous_turn=previous,
+            gaps=list(state.retry_gaps) if gap_mode else None, log=log,
+        )
+    except RunFailure as exc:
+        failed = _model_failure(_logged(state, log), exc, stage="plan",
+                                reason=FallbackReason.PLANNER_UNAVAILABLE,
+                                fallback_type=FallbackType.SEMANTIC_UNAVAILABLE)
+        return Commit(failed, [("plan", "failed", {"error": type(exc).__name__})], log.attempts)
+    state = _logged(state, log)
     events: list[Event] = [("plan", "completed", {
         "intent": pipeline.intent.value, "steps": [s.tool_name for s in plan.steps],
         "evidence_gap_only": gap_mode, "previous_turn": previous.run_id if previous else None})]
@@ -378,12 +418,12 @@ def _plan(rt: Runtime, inp: NodeInput) -> Commit:
         new = state.model_copy(update={"plan": plan, "transcript": transcript, "next": next_step})
         pending = ToolInvocation(tool_call_id=lookup.tool_call_id, tool_name=lookup.tool_name,
                                  arguments=lookup.arguments, status=LifecycleStatus.PROJECTING)
-        return Commit(new, events, invocations=[pending], turn=1)
+        return Commit(new, events, log.attempts, invocations=[pending], turn=1)
     transcript = Transcript(query=pipeline.query, plan=plan, previous_turn=previous,
                             gaps=list(state.retry_gaps) if gap_mode else [])
     next_step = NextStep(node=Node.EXECUTE.value)
     new = state.model_copy(update={"plan": plan, "transcript": transcript, "next": next_step})
-    return Commit(new, events)
+    return Commit(new, events, log.attempts)
 
 
 def _execute(rt: Runtime, inp: NodeInput) -> Commit:
@@ -391,20 +431,32 @@ def _execute(rt: Runtime, inp: NodeInput) -> Commit:
     assert state.transcript is not None
     invocations = inp.invocations
     transcript = _with_results(state.transcript, invocations)
-    step = rt.agents.executor.step(transcript, registry=rt.registry)
+    log = _attempt_log(rt, inp)
+    try:
+        step = rt.agents.executor.step(transcript, registry=rt.registry, log=log)
+    except RunFailure as exc:
+        failed = _model_failure(_logged(state, log), exc, stage="execute",
+                                reason=FallbackReason.EXECUTOR_UNAVAILABLE,
+                                fallback_type=FallbackType.EVIDENCE_VALIDATION_FAILED)
+        return Commit(failed, [("execute", "failed", {"error": type(exc).__name__})],
+                      log.attempts)
+    state = _logged(state, log)
     used = {i.tool_call_id for i in invocations}
     fresh = [c for c in step.tool_calls if c.tool_call_id not in used]
-    if step.final_output is None and fresh and len(transcript.turns) < MAX_EXECUTOR_TURNS:
-        turns = [*state.transcript.turns, ExecutorTurn(tool_calls=fresh)]
+    max_turns = rt.settings.executor_max_turns
+    if step.final_output is None and fresh and len(transcript.turns) < max_turns:
+        stored = inp.state.transcript
+        assert stored is not None
+        turns = [*stored.turns, ExecutorTurn(tool_calls=fresh)]
         ids = [c.tool_call_id for c in fresh]
         new = state.model_copy(update={
-            "transcript": state.transcript.model_copy(update={"turns": turns}),
+            "transcript": stored.model_copy(update={"turns": turns}),
             "next": NextStep(node=Node.EXECUTE.value, tool_call_ids=ids)})
         pending = [ToolInvocation(tool_call_id=c.tool_call_id, tool_name=c.tool_name,
                                   arguments=c.arguments, status=LifecycleStatus.PROJECTING)
                    for c in fresh]
         return Commit(new, [("execute", "tool_calls", {
-            "turn": len(turns), "tools": [c.tool_name for c in fresh]})],
+            "turn": len(turns), "tools": [c.tool_name for c in fresh]})], log.attempts,
             invocations=pending, turn=len(turns))
     raw = step.final_output or ""
     pipeline, _ = nodes.parse_node(state.pipeline, raw)
@@ -413,7 +465,7 @@ def _execute(rt: Runtime, inp: NodeInput) -> Commit:
     events: list[Event] = [("execute", "completed", {
         "executor_status": pipeline.executor_status.value,
         "parse_failure": pipeline.parse_failure, "turns": len(transcript.turns)})]
-    return Commit(new, events, executor_output_raw=raw)
+    return Commit(new, events, log.attempts, executor_output_raw=raw)
 
 
 def _with_results(transcript: Transcript, invocations: Sequence[ToolInvocation]) -> Transcript:
@@ -441,9 +493,10 @@ def _gatekeep(rt: Runtime, inp: NodeInput) -> Commit:
 
 
 def _verify(rt: Runtime, inp: NodeInput) -> Commit:
-    record, state = inp.head, inp.state
-    log = AttemptLog(record.run_id)
-    pipeline = nodes.verify_node(state.pipeline, verifier=rt.agents.verifier, log=log)
+    record = inp.head
+    log = _attempt_log(rt, inp)
+    pipeline = nodes.verify_node(inp.state.pipeline, verifier=rt.agents.verifier, log=log)
+    state = _logged(inp.state, log)
     gatekeeper = pipeline.gatekeeper
     assert gatekeeper is not None and pipeline.verdict_ceiling is not None
     gaps = routing.valid_critical_gaps(
@@ -461,6 +514,9 @@ def _verify(rt: Runtime, inp: NodeInput) -> Commit:
         "effective_verdict": pipeline.effective_verdict.value
         if pipeline.effective_verdict else None,
         "cycle": pipeline.evidence_retry_count, "route": route.node.value})]
+    if pipeline.budget_exceeded:
+        route = Route(Node.FALLBACK, FallbackType.SEMANTIC_UNAVAILABLE,
+                      FallbackReason.BUDGET_EXCEEDED)
     if route.node is Node.PLAN:
         return _evidence_retry(state, pipeline, gaps, events=events, attempts=log.attempts)
     if pipeline.effective_verdict is not None:
@@ -486,16 +542,19 @@ def _evidence_retry(
     )
     new = state.model_copy(update={
         "pipeline": fresh, "plan": None, "transcript": None, "retry_gaps": gaps,
-        "next": NextStep(node=Node.PLAN.value)})
+        "attempt_counters": {}, "next": NextStep(node=Node.PLAN.value)})
     events.append(("verify", "evidence_retry", {"gaps": len(gaps), "cycle": count}))
     return Commit(new, events, attempts, evidence_retry_count=count)
 
 
 def _compose(rt: Runtime, inp: NodeInput) -> Commit:
-    record, state = inp.head, inp.state
-    log = AttemptLog(record.run_id)
-    pipeline = nodes.compose_node(state.pipeline, composer=rt.agents.composer, log=log)
+    log = _attempt_log(rt, inp)
+    pipeline = nodes.compose_node(inp.state.pipeline, composer=rt.agents.composer, log=log)
+    state = _logged(inp.state, log)
     route = routing.after_compose(pipeline.composer_status)
+    if pipeline.budget_exceeded:
+        route = Route(Node.FALLBACK, FallbackType.SEMANTIC_UNAVAILABLE,
+                      FallbackReason.BUDGET_EXCEEDED)
     new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
     return Commit(new, [("compose", "completed", {
         "composer_status": pipeline.composer_status.value})], log.attempts)
@@ -521,9 +580,18 @@ def _knowledge(rt: Runtime, inp: NodeInput) -> Commit:
     pipeline = state.pipeline.model_copy(update={"executor_status": StageStatus.OK})
     answer: KnowledgeAnswer | None = None
     errors = ["the lookup call did not complete"]
+    log = _attempt_log(rt, inp)
     if lookup is not None and lookup.status is LifecycleStatus.READY:
-        answer = rt.agents.knowledge.answer(pipeline.query, lookup)
+        try:
+            answer = rt.agents.knowledge.answer(pipeline.query, lookup, log=log)
+        except RunFailure as exc:
+            failed = _model_failure(_logged(state, log), exc, stage=KNOWLEDGE_NODE,
+                                    reason=FallbackReason.KNOWLEDGE_REFERENCE_INVALID,
+                                    fallback_type=FallbackType.EVIDENCE_VALIDATION_FAILED)
+            return Commit(failed, [(KNOWLEDGE_NODE, "failed", {"error": type(exc).__name__})],
+                          log.attempts)
         errors = rt.agents.validate_knowledge(answer, lookup)
+    state = _logged(state, log)
     if errors or answer is None:
         route = Route(Node.FALLBACK, FallbackType.EVIDENCE_VALIDATION_FAILED,
                       FallbackReason.KNOWLEDGE_REFERENCE_INVALID)
@@ -534,7 +602,7 @@ def _knowledge(rt: Runtime, inp: NodeInput) -> Commit:
             "composer_status": StageStatus.OK, "composer_output": _knowledge_output(answer)})
     new = state.model_copy(update={"pipeline": pipeline, "knowledge": answer,
                                    "knowledge_errors": errors, "next": _next_for(route)})
-    return Commit(new, [(KNOWLEDGE_NODE, "completed", {"errors": errors})])
+    return Commit(new, [(KNOWLEDGE_NODE, "completed", {"errors": errors})], log.attempts)
 
 
 def _knowledge_output(answer: KnowledgeAnswer) -> ComposerOutput:

@@ -68,7 +68,9 @@ class OfflineExecutor:
 
     model = MODEL_NAME
 
-    def step(self, transcript: Transcript, *, registry: ToolRegistry) -> ExecutorStep:
+    def step(
+        self, transcript: Transcript, *, registry: ToolRegistry, log: object | None = None
+    ) -> ExecutorStep:
         """Next tool calls, or the final `executor_evidence_v2` text."""
         steps = next_steps(transcript, registry=registry)
         if steps:

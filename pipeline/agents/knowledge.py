@@ -35,7 +35,9 @@ class OfflineKnowledgeAnswerer:
 
     model = MODEL_NAME
 
-    def answer(self, query: str, lookup: ToolInvocation) -> KnowledgeAnswer:
+    def answer(
+        self, query: str, lookup: ToolInvocation, *, log: object | None = None
+    ) -> KnowledgeAnswer:
         """Items from the best document's steps, plus close runners-up; empty when none."""
         documents = returned_documents(lookup) if lookup.status is LifecycleStatus.READY else []
         items: list[AnswerItem] = []

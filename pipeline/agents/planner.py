@@ -86,6 +86,7 @@ class OfflinePlanner:
         previous_turn: PreviousTurn | None = None,
         gaps: Sequence[EvidenceGap] | None = None,
         known_services: Iterable[str] | None = None,
+        log: object | None = None,
     ) -> Plan:
         """The plan for this cycle; gaps switch to EVIDENCE_GAP_ONLY mode."""
         known = list(known_services or ())
