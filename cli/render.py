@@ -82,4 +82,9 @@ def print_usage(console: Console, attempts: Sequence[LlmAttempt]) -> None:
         table.add_row(a.role, str(a.cycle), str(a.attempt_number), a.model, a.outcome,
                       f"{a.latency_ms:.1f}", f"{a.input_tokens}/{a.output_tokens}",
                       f"{a.cost_usd:.4f}")
+    if attempts:
+        table.add_row("total", "", str(len(attempts)), "", "", "",
+                      f"{sum(a.input_tokens for a in attempts)}/"
+                      f"{sum(a.output_tokens for a in attempts)}",
+                      f"{sum(a.cost_usd for a in attempts):.4f}")
     console.print(table)

@@ -15,7 +15,7 @@ from cli.render import print_result
 from models.bundle import RunResult
 from models.run import RunEvent, RunRecord
 from pipeline.config import VeritySettings
-from pipeline.errors import ConfigurationError
+from pipeline.errors import ConfigurationError, VerityError
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
 
@@ -54,10 +54,13 @@ def run(
         client = _client_and_worker(stack)
         run_id = client.submit(query, session_id=session, data_source=data_source)
         record = _follow(client, run_id, timeout=timeout, quiet=as_json)
+        failure = _failure(client, run_id)
     if as_json:
         sys.stdout.write(json.dumps(_as_json(record), ensure_ascii=False) + "\n")
     else:
         _print_record(record)
+    if record.status.value == "FAILED":
+        raise VerityError(f"run {run_id} failed: {failure}") from None
     if record.status.value not in ("SUCCESS", "FALLBACK"):
         raise typer.Exit(1)
 
@@ -82,6 +85,14 @@ def _follow(client: Any, run_id: str, *, timeout: float, quiet: bool) -> RunReco
                 raise ConfigurationError(f"run {run_id} did not finish within {timeout:.0f}s; "
                                          f"see it later with: verity show {run_id}")
             time.sleep(0.05)
+
+
+def _failure(client: Any, run_id: str) -> str:
+    """The error of the run's last `failed` event, for a one-line message."""
+    failed = [e for e in client.events(run_id) if e.kind == "failed"]
+    if not failed:
+        return "no failure recorded"
+    return f"{failed[-1].node}: {failed[-1].payload.get('error', 'unknown error')}"
 
 
 def _brief(payload: dict[str, Any]) -> str:
