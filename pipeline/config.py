@@ -76,7 +76,9 @@ class VeritySettings(BaseSettings):
         default=DEFAULT_MODELS["knowledge"], description="Knowledge answerer model."
     )
     llm_timeout_s: float = Field(
-        default=120.0, gt=0, description="Read/write/pool timeout of one model request, seconds."
+        default=300.0, gt=0,
+        description="Read/write/pool timeout of one model request, seconds (a thinking model "
+        "writing 16k tokens needs minutes; a timeout is retried as transient).",
     )
     llm_connect_timeout_s: float = Field(
         default=5.0, gt=0, description="Connect timeout of one model request, seconds."

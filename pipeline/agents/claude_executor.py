@@ -209,8 +209,9 @@ class ClaudeExecutor(ClaudeAgent):
             not_run = {call_id: _refused_text(original) for call_id, original in refused}
             not_run |= {c.tool_call_id: f"not run: more than {self.max_tool_calls} calls in "
                         "one turn; ask again if you still need it" for c in fresh[len(kept):]}
-            self.replays.put(kept, Replay(_replayable(content), not_run))
-            return ExecutorStep(tool_calls=kept), []
+            replay = Replay(_replayable(content), not_run)
+            self.replays.put(kept, replay)
+            return ExecutorStep(tool_calls=kept, **_persistable(replay)), []
         return None, [_error_result(call_id, _refused_text(original))
                       for call_id, original in refused]
 
@@ -332,6 +333,14 @@ def _refused_text(original: str) -> str:
     return (f"refused: identical to call {original} (same tool, same arguments), which already "
             "ran or is asked for in this turn; its result is in the conversation. Call another "
             "tool, or submit_evidence.")
+
+
+def _persistable(replay: Replay) -> dict[str, Any]:
+    """`assistant_content` for the step, once the contract has the field (the runtime then
+    stores it on the turn and `ReplayCache.get` finds it after a worker change)."""
+    if "assistant_content" not in ExecutorStep.model_fields:
+        return {}
+    return {"assistant_content": replay.content}
 
 
 def _replayable(content: Sequence[JSON]) -> list[JSON]:

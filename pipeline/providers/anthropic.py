@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import anthropic
-import httpx2
 
 from pipeline.errors import (
     ConfigurationError,
@@ -49,19 +48,20 @@ class AnthropicProvider:
         *,
         api_key: str | None,
         base_url: str | None = None,
-        timeout_s: float = 120.0,
+        timeout_s: float = 300.0,
         connect_timeout_s: float = 5.0,
-        http_client: httpx2.Client | None = None,
+        http_client: Any | None = None,
     ) -> None:
+        """`http_client` is the SDK's HTTP client class (tests pass one on a MockTransport)."""
         if not api_key:
             raise ConfigurationError(MISSING_KEY)
         self._client = anthropic.Anthropic(
             api_key=api_key, base_url=base_url, max_retries=0, http_client=http_client,
-            timeout=httpx2.Timeout(timeout_s, connect=connect_timeout_s),
+            timeout=anthropic.Timeout(timeout_s, connect=connect_timeout_s),
         )
 
     @classmethod
-    def from_settings(cls, settings: Any, *, http_client: httpx2.Client | None = None
+    def from_settings(cls, settings: Any, *, http_client: Any | None = None
                       ) -> AnthropicProvider:
         """The provider `VeritySettings` describes (key, base URL, timeouts)."""
         key = settings.anthropic_api_key
