@@ -33,7 +33,7 @@ from models.verifier import EvidenceGap, VerifierOutput
 from pipeline.agents.base import ModelReply
 from pipeline.agents.knowledge import validate_knowledge_answer
 from pipeline.attempts import AttemptLog, RetryPolicy, attempt_call
-from pipeline.errors import GuardRejectedError, ProviderOutputInvalidError, RunFailure
+from pipeline.errors import GuardRejectedError, ProviderOutputInvalidError
 from pipeline.prompts import Prompt, load_prompt
 from pipeline.providers.messages import JSON, MessagesProvider, MessagesRequest, MessagesResponse
 from pipeline.providers.pricing import DEFAULT_TABLE, PriceTable
@@ -249,10 +249,10 @@ def _planner_system(prompt: Prompt, registry: ToolRegistry) -> str:
 class ClaudeKnowledgeAnswerer(ClaudeAgent):
     """Answers a knowledge question from the single lookup's returned documents.
 
-    A lookup that returned no documents gets no model call and an empty answer; an answer
-    citing documents the lookup did not return uses the technical retry; a model that cannot
-    answer (retries exhausted, budget spent) also yields an empty answer, which the runtime's
-    validation turns into the KNOWLEDGE_REFERENCE_INVALID fallback — the attempt rows say why.
+    A lookup that returned no documents gets no model call and an empty answer (the runtime's
+    validation turns it into the KNOWLEDGE_REFERENCE_INVALID fallback); an answer citing
+    documents the lookup did not return uses the technical retry; a model that cannot answer
+    raises the RunFailure (retries exhausted, budget spent) for the runtime to route.
     """
 
     def answer(
@@ -280,8 +280,5 @@ class ClaudeKnowledgeAnswerer(ClaudeAgent):
                 raise GuardRejectedError("; ".join(errors))
             return answer
 
-        try:
-            return self.ask(request, prompt=prompt, parse=parse, log=log)
-        except RunFailure:
-            return empty
+        return self.ask(request, prompt=prompt, parse=parse, log=log)
 

@@ -25,6 +25,7 @@ from pipeline.agents.claude import (
     forces_tool_choice,
     frame_data,
 )
+from pipeline.errors import AttemptsExhaustedError
 from pipeline.prompts import load_prompt
 from pipeline.providers.messages import MessagesRequest, ScriptedProvider
 from pipeline.scenarios import load_scenario, scenario_path
@@ -263,11 +264,11 @@ def test_roles__knowledge_citing_an_unreturned_document_uses_the_retry() -> None
     assert [a.outcome for a in attempts.attempts] == ["guard_rejected", "ok"]
 
 
-def test_roles__knowledge_that_cannot_answer_yields_an_empty_answer() -> None:
+def test_roles__knowledge_that_cannot_answer_raises_for_the_runtime_to_route() -> None:
     provider = ScriptedProvider().enqueue(text_reply("no"), text_reply("no"))
     attempts = log()
-    answer = ClaudeKnowledgeAnswerer(provider, MODEL).answer(QUESTION, _lookup(), log=attempts)
-    assert answer == KnowledgeAnswer(lookup_tool_call_id=LOOKUP_ID, items=[])
+    with pytest.raises(AttemptsExhaustedError):
+        ClaudeKnowledgeAnswerer(provider, MODEL).answer(QUESTION, _lookup(), log=attempts)
     assert [a.outcome for a in attempts.attempts] == ["invalid_output", "invalid_output"]
 
 
