@@ -79,8 +79,12 @@ def test_runs__claude_over_http_ends_like_an_offline_run(
     assert _calls(claude, claude_run.run_id) == _calls(offline, offline_run.run_id)
     assert all(r["headers"]["x-verity-role"] == r["role"] for r in fake.requests)
     attempts = claude.store.list_attempts(claude_run.run_id)
+    assert {a.role for a in attempts} == expected_roles  # every model call is a row
+    assert len(attempts) == len(fake.requests)
     for attempt in attempts:
         assert attempt.outcome == "ok" and attempt.input_tokens > 0 and attempt.cost_usd > 0
+    executor_numbers = [a.attempt_number for a in attempts if a.role == "executor"]
+    assert sorted(executor_numbers) == list(range(1, len(executor_numbers) + 1))
     claude.store.close()
     offline.store.close()
 
