@@ -61,6 +61,11 @@ class ExecutorTurn(Contract):
     """One turn of the Executor loop: the tool calls it asked for and their results."""
 
     tool_calls: list[ToolCallRequest] = Field(description="Calls asked for in this turn.")
+    assistant_content: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The model's own content blocks of the turn (signed thinking included), "
+        "replayed unchanged in later requests; empty for offline agents.",
+    )
     results: list[ToolInvocation] = Field(default_factory=list, description="Their invocations.")
 
 
@@ -79,6 +84,9 @@ class ExecutorStep(Contract):
 
     tool_calls: list[ToolCallRequest] = Field(default_factory=list, description="Next calls.")
     final_output: str | None = Field(default=None, description="executor_evidence_v2 text.")
+    assistant_content: list[dict[str, Any]] = Field(
+        default_factory=list, description="The model's content blocks of this turn."
+    )
 
 
 class AnswerItem(Contract):

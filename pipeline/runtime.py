@@ -447,7 +447,8 @@ def _execute(rt: Runtime, inp: NodeInput) -> Commit:
     if step.final_output is None and fresh and len(transcript.turns) < max_turns:
         stored = inp.state.transcript
         assert stored is not None
-        turns = [*stored.turns, ExecutorTurn(tool_calls=fresh)]
+        turns = [*stored.turns, ExecutorTurn(tool_calls=fresh,
+                                             assistant_content=step.assistant_content)]
         ids = [c.tool_call_id for c in fresh]
         new = state.model_copy(update={
             "transcript": stored.model_copy(update={"turns": turns}),

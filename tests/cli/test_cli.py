@@ -25,7 +25,8 @@ def _verity(
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("VERITY_")}
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
     return {**clean, "VERITY_HOME": str(tmp_path / "home")}
 
 

@@ -25,7 +25,8 @@ def _verity(*args: str, env: dict[str, str], stdin: str | None = None,
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("VERITY_")}
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
     return {**clean, "VERITY_HOME": str(tmp_path_factory.mktemp("home"))}
 
 

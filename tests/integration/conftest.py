@@ -41,7 +41,8 @@ def redis_db_url(redis_url: str) -> Iterator[str]:
 @pytest.fixture
 def runtime_env(postgres_url: str, redis_db_url: str, tmp_path: Path) -> dict[str, str]:
     """Environment for workers and producers of one test."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("VERITY_")}
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
     return {
         **clean,
         "VERITY_BROKER_URL": redis_db_url,
