@@ -1,11 +1,15 @@
-"""`bench/gatekeeper.py` runs, prints exactly one JSON object, and its figures are sane."""
+"""The bench scripts run, print exactly one JSON object, and their figures are sane."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,3 +47,74 @@ def test_bench_smoke__gatekeeper_prints_one_json_object() -> None:
     assert (verify["scaled_50_claims"]["status"], verify["scaled_50_claims"]["verdict"]) == (
         "SUCCESS", "PASS"
     )
+
+
+def _bench(script: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a bench script; its stdout must be exactly one JSON object."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False, env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_bench_smoke__prompt_tokens_on_one_scenario() -> None:
+    report = _bench("prompt_tokens.py", "--scenarios", "checkout-pool-exhaustion")
+    assert {"benchmark", "estimator", "models", "naive_request", "ratio_formula", "scenarios",
+            "max_ratio", "mean_ratio", "target_max_ratio", "meets_target"} <= set(report)
+    assert report["benchmark"] == "prompt_tokens"
+    assert report["estimator"]["name"] == "fake_anthropic.count_input_tokens"
+    sdk = report["estimator"]["anthropic_sdk_count_tokens"]
+    assert sdk["used_on_the_real_api"] is False and sdk["reason"]
+    assert sdk["agree_with_the_estimator"] is True and sdk["sdk_calls_to_the_fake"] == 4
+    [(name, row)] = report["scenarios"].items()
+    assert name == "checkout-pool-exhaustion"
+    assert (row["status"], row["same_outcome_as_offline_agents"]) == ("SUCCESS", True)
+    for role in ("verifier", "composer"):
+        assert 0 < row[f"{role}_payload_tokens"] < row[f"{role}_tokens"]
+        assert row[f"{role}_tokens"] < row[f"naive_{role}_tokens"]
+        assert row[f"{role}_requests_sent"] == 1
+        assert row[f"{role}_payload_blocks"]
+    ratio = (row["verifier_tokens"] + row["composer_tokens"]) / (
+        row["naive_verifier_tokens"] + row["naive_composer_tokens"])
+    assert row["ratio"] == round(ratio, 4)
+    assert 0 < row["static_prefix_floor_ratio"] < row["ratio"] < 1
+    assert report["max_ratio"] == report["mean_ratio"] == row["ratio"]
+    assert report["target_max_ratio"] == 0.25
+    assert report["meets_target"] is (row["ratio"] <= 0.25)
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_bench_smoke__llm_concurrency_tiny(redis_url: str, postgres_server_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERITY_", "ANTHROPIC_"))}
+    env |= {"VERITY_BENCH_REDIS_URL": f"{redis_url.rsplit('/', 1)[0]}/13",
+            "VERITY_TEST_POSTGRES_URL": postgres_server_url}
+    report = _bench("llm_concurrency.py", "--runs", "4", "--latency", "0.2",
+                    "--concurrency", "4", "--single", "1", "--timeout", "120", env=env)
+    assert {"benchmark", "worker", "fake_server", "scenario", "runs", "model_calls_per_run",
+            "serial_model_latency_s", "single_run_latency_s", "ideal_runs_per_s",
+            "ideal_formula", "achieved_runs_per_s", "efficiency", "target_efficiency",
+            "meets_target", "batch", "statuses", "all_statuses",
+            "worker_peak_rss_mb"} <= set(report)
+    assert report["worker"]["concurrency"] == 4 and report["runs"] == 4
+    assert report["fake_server"]["latency_s"] == 0.2
+    assert report["all_statuses"] == ["SUCCESS"] * 4 and report["statuses"] == {"SUCCESS": 4}
+    calls = report["model_calls_per_run"]
+    assert calls["min"] == calls["max"] >= 4  # planner, executor turns, verifier, composer
+    assert {"planner", "executor", "verifier", "composer"} == set(calls["by_role_mean"])
+    assert report["serial_model_latency_s"] == pytest.approx(calls["mean"] * 0.2)
+    assert report["single_run_latency_s"]["median"] >= report["serial_model_latency_s"]
+    assert report["ideal_runs_per_s"] == pytest.approx(4 / report["serial_model_latency_s"],
+                                                       rel=1e-3)
+    assert 0 < report["achieved_runs_per_s"] <= report["ideal_runs_per_s"]
+    assert report["efficiency"] == pytest.approx(
+        report["achieved_runs_per_s"] / report["ideal_runs_per_s"], abs=2e-3)
+    assert isinstance(report["meets_target"], bool)
+    batch = report["batch"]
+    assert batch["model_call_latency_ms"]["min"] >= 200
+    assert batch["cpu_s"]["worker"] > 0 and batch["prefetch_limit"] == 4
+    assert report["worker_peak_rss_mb"] > 0

@@ -1,0 +1,302 @@
+"""LLM-concurrency benchmark: runs on the Claude agents against a fake Messages API at 1 s a call.
+
+The fake Anthropic server (`python -m fake_anthropic`, another process) answers every role as
+Claude would (`tests.providers.claude_like`) after `--latency` seconds. One worker process runs
+as `bench/runtime.py` starts it (threads pool, all three queues) with the Claude agents
+(VERITY_PROVIDER=anthropic, ANTHROPIC_BASE_URL=the fake) on Redis database 13 and a fresh
+PostgreSQL schema. One run alone gives the single-run latency; then `--runs` runs of one
+scenario are submitted at once and watched with one query every 50 ms until all have ended.
+
+    achieved = runs / seconds from the first submit until all were seen terminal
+    ideal    = min(concurrency, runs) / (model calls per run x latency)
+
+the model calls per run being counted from the runs' stored llm_attempt rows (planner, each
+executor turn, verifier, composer: each waits for the one before it). Prints one JSON object.
+
+    python bench/llm_concurrency.py [--runs 100] [--latency 1.0] [--concurrency 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.runtime import REDIS, _create_schema, _drop_schema, _flush_redis  # noqa: E402
+
+SCENARIO = "checkout-pool-exhaustion"
+TARGET = 0.9
+POLL_S = 0.05
+ROLES = ("planner", "executor", "verifier", "composer", "knowledge")
+QUEUES = ("control", "llm", "tools")
+RESPONDERS = {role: f"tests.providers.claude_like:{role}" for role in ROLES}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    args = _arguments()
+    from fake_anthropic import FakeAnthropic
+
+    schema = f"verity_bench_{uuid.uuid4().hex[:12]}"
+    db_url = _create_schema(schema)
+    _flush_redis()
+    try:
+        with FakeAnthropic.spawn(latency=args.latency, script={"responders": RESPONDERS},
+                                 record_limit=200) as fake:
+            os.environ.update({
+                "VERITY_BROKER_URL": REDIS, "VERITY_DATABASE_URL": db_url,
+                "VERITY_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "bench-key",
+                "ANTHROPIC_BASE_URL": fake.base_url,
+            })
+            report = _run(args, fake.process.pid)
+    finally:
+        _drop_schema(schema)
+        _flush_redis()
+    print(json.dumps(report, indent=2))
+    _close_client()
+
+
+def _close_client() -> None:
+    """Release result consumers now, not during interpreter shutdown."""
+    import gc
+
+    from tasks.app import app
+
+    gc.collect()
+    app.close()
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=100, help="runs submitted at once")
+    parser.add_argument("--latency", type=float, default=1.0,
+                        help="seconds the fake server waits before every answer")
+    parser.add_argument("--concurrency", type=int, default=100, help="worker threads")
+    parser.add_argument("--scenario", default=SCENARIO, help="the scenario every run diagnoses")
+    parser.add_argument("--single", type=int, default=2,
+                        help="runs measured one at a time for the single-run latency")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds to wait for the batch")
+    return parser.parse_args()
+
+
+def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
+    from pipeline.factory import build_runtime, resolve_scenario
+    from pipeline.scenarios import load_scenario
+    from tasks.client import VerityClient
+
+    source = resolve_scenario(args.scenario, None)
+    query = load_scenario(Path(source)).meta.question
+    runtime = build_runtime()
+    client = VerityClient(runtime)
+    with _ClaudeWorker(args.concurrency) as worker:
+        log(f"worker ready (threads {args.concurrency}); warm-up run")
+        _single(client, query, source)  # loads the scenario and the HTTP client in the worker
+        singles = [_single(client, query, source) for _ in range(max(args.single, 1))]
+        log(f"single-run latency {statistics.median(singles):.3f}s; "
+            f"submitting {args.runs} runs")
+        cpu_before = _cpu_s(worker.process.pid), _cpu_s(fake_pid), time.process_time()
+        batch = _batch(client, args.runs, query, source, args.timeout)
+        cpu_after = _cpu_s(worker.process.pid), _cpu_s(fake_pid), time.process_time()
+        peak_rss = worker.peak_rss_mb()
+    cpu = [round(b - a, 2) for a, b in zip(cpu_before, cpu_after, strict=True)]
+    attempts = {run_id: runtime.store.list_attempts(run_id) for run_id in batch["run_ids"]}
+    records = [client.get(run_id) for run_id in batch["run_ids"]]
+    runtime.store.close()
+    calls = [len(rows) for rows in attempts.values()]
+    per_role = collections.Counter(a.role for rows in attempts.values() for a in rows)
+    mean_calls = statistics.fmean(calls)
+    serial_s = mean_calls * args.latency
+    in_flight = min(args.concurrency, args.runs)
+    ideal = in_flight / serial_s if serial_s > 0 else None
+    achieved = args.runs / batch["elapsed_s"]
+    efficiency = achieved / ideal if ideal else None
+    model_ms = [a.latency_ms for rows in attempts.values() for a in rows]
+    run_s = [(r.finished_at - r.created_at).total_seconds() for r in records
+             if r.finished_at is not None and r.created_at is not None]
+    statuses = [r.status.value for r in records]
+    return {
+        "benchmark": "llm_concurrency", "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(),
+        "worker": {"pool": "threads", "concurrency": args.concurrency,
+                   "queues": "control,llm,tools", "provider": "anthropic",
+                   "broker": "redis", "database": "postgresql",
+                   "prefetch_multiplier": _prefetch_multiplier()},
+        "fake_server": {"base_url_host": "127.0.0.1", "latency_s": args.latency,
+                        "responders": "tests.providers.claude_like (every role)"},
+        "scenario": args.scenario, "runs": args.runs,
+        "model_calls_per_run": {
+            "mean": round(mean_calls, 3), "min": min(calls), "max": max(calls),
+            "by_role_mean": {role: round(n / len(calls), 3)
+                             for role, n in sorted(per_role.items())},
+            "source": "llm_attempt rows of the batch's runs"},
+        "serial_model_latency_s": round(serial_s, 3),
+        "single_run_latency_s": {"median": round(statistics.median(singles), 3),
+                                 "samples": [round(s, 3) for s in singles]},
+        "ideal_runs_per_s": round(ideal, 3) if ideal else None,
+        "ideal_formula": "min(concurrency, runs) / (mean model calls per run x fake latency): "
+                         "every run holds one worker thread while its model calls run one "
+                         "after another, so at most min(concurrency, runs) runs progress at "
+                         "once, each taking at least its serial model latency; equal to "
+                         "concurrency / serial latency when runs >= concurrency",
+        "achieved_runs_per_s": round(achieved, 3),
+        "achieved_formula": "runs / seconds from the first submit until the poll (one query "
+                            "every 50 ms) saw every run terminal",
+        "efficiency": round(efficiency, 3) if efficiency is not None else None,
+        "target_efficiency": TARGET,
+        "meets_target": efficiency is not None and efficiency >= TARGET,
+        "batch": {
+            "elapsed_s": round(batch["elapsed_s"], 3),
+            "submit_s": round(batch["submit_s"], 3),
+            "last_finished_after_s": round(batch["last_finished_s"], 3),
+            "run_latency_s": _spread(run_s),
+            "model_call_latency_ms": _spread(model_ms),
+            "cpu_s": {"worker": cpu[0], "fake_server": cpu[1], "this_process": cpu[2]},
+            "worker_cpu_s_per_run": round(cpu[0] / args.runs, 4),
+            "worker_cores_busy": round(cpu[0] / batch["elapsed_s"], 3),
+            "worker_cpu_ceiling_runs_per_s": round(args.runs / cpu[0], 3) if cpu[0] else None,
+            "peak_waiting_in_broker": {q: batch["queues"][q] for q in QUEUES},
+            "peak_unacked": batch["queues"]["unacked"],
+            "prefetch_limit": args.concurrency * _prefetch_multiplier(),
+        },
+        "statuses": dict(collections.Counter(statuses)),
+        "all_statuses": statuses,
+        "worker_peak_rss_mb": round(peak_rss, 1),
+    }
+
+
+def _prefetch_multiplier() -> int:
+    import celeryconfig
+
+    return int(celeryconfig.worker_prefetch_multiplier)
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    return {"p50": round(statistics.median(ordered), 3),
+            "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
+            "max": round(ordered[-1], 3), "min": round(ordered[0], 3)}
+
+
+def _single(client: Any, query: str, source: str) -> float:
+    start = time.time()
+    record = client.wait(client.submit(query, data_source=source), timeout=120, poll=POLL_S)
+    if record.finished_at is None or not record.status.terminal:
+        raise SystemExit(f"the single run did not end: {record.status.value}")
+    return record.finished_at.timestamp() - start
+
+
+def _batch(client: Any, runs: int, query: str, source: str, timeout: float) -> dict[str, Any]:
+    """Submit `runs` at once, then one count query every 50 ms until every run has ended; every
+    10th poll also reads the broker's queue lengths and the worker's unacked messages."""
+    import redis
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(os.environ["VERITY_DATABASE_URL"])
+    broker = redis.Redis.from_url(REDIS)
+    finished = text(
+        "SELECT count(*), max(finished_at) FROM diagnosis_run WHERE run_id = ANY(:ids) "
+        "AND status IN ('SUCCESS', 'FALLBACK', 'FAILED', 'CANCELLED')"
+    )
+    queues: dict[str, int] = dict.fromkeys((*QUEUES, "unacked"), 0)
+    wall = time.time()
+    start = time.perf_counter()
+    run_ids = [client.submit(query, data_source=source) for _ in range(runs)]
+    submitted = time.perf_counter() - start
+    deadline = time.monotonic() + timeout
+    shown = polls = 0
+    with engine.connect() as connection:
+        while True:
+            done, last = connection.execute(finished, {"ids": run_ids}).one()
+            connection.rollback()
+            if done >= runs:
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {done} of {runs} runs ended in {timeout}s")
+            if polls % 10 == 0:
+                _sample_queues(broker, queues)
+            if done >= shown + max(runs // 10, 1):
+                shown = done
+                log(f"  {done}/{runs} ended after {time.perf_counter() - start:.1f}s")
+            polls += 1
+            time.sleep(POLL_S)
+    elapsed = time.perf_counter() - start
+    engine.dispose()
+    broker.close()
+    return {"run_ids": run_ids, "elapsed_s": elapsed, "submit_s": submitted,
+            "last_finished_s": last.timestamp() - wall, "queues": queues}
+
+
+def _sample_queues(broker: Any, peaks: dict[str, int]) -> None:
+    """Raise `peaks` to the messages now waiting in each queue and held unacked by the worker
+    (prefetched or running: acks are late)."""
+    pipe = broker.pipeline(transaction=False)
+    for queue in QUEUES:
+        pipe.llen(queue)
+    pipe.hlen("unacked")
+    for name, value in zip((*QUEUES, "unacked"), pipe.execute(), strict=True):
+        peaks[name] = max(peaks[name], int(value))
+
+
+class _ClaudeWorker:
+    """`celery worker` as bench/runtime.py starts it (what `verity worker` runs), on this
+    process's environment: the Claude agents against the fake server."""
+
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self.process: Any = None
+        self.log = Path(f"/tmp/verity-bench-llm-worker-{os.getpid()}.log")
+
+    def __enter__(self) -> _ClaudeWorker:
+        import subprocess
+
+        env = dict(os.environ)
+        env.pop("VERITY_RUNTIME_FACTORY", None)
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "--app", "tasks.app", "worker",
+                 "--pool", "threads", "--concurrency", str(self.concurrency),
+                 "--queues", "control,llm,tools", "--task-events", "--without-gossip",
+                 "--without-mingle", "--loglevel", "INFO"],
+                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while b"ready." not in self.log.read_bytes():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"worker did not start: {self.log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+    def peak_rss_mb(self) -> float:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        line = next(x for x in status.splitlines() if x.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+
+
+if __name__ == "__main__":
+    main()
