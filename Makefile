@@ -32,3 +32,5 @@ test: $(STAMP) services lint
 bench: $(STAMP) services
 	$(BIN)/python bench/gatekeeper.py
 	$(BIN)/python bench/runtime.py
+	$(BIN)/python bench/prompt_tokens.py
+	$(BIN)/python bench/llm_concurrency.py

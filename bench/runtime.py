@@ -51,13 +51,11 @@ def main() -> None:
 
 
 def _close_client() -> None:
-    """Release result consumers now, not during interpreter shutdown."""
-    import gc
-
-    from tasks.app import app
-
-    gc.collect()
-    app.close()
+    """Exit without running Celery's AsyncResult finalizers at interpreter shutdown (they
+    try to reach Redis after the import system is gone and print a traceback)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _arguments() -> argparse.Namespace:
