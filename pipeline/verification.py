@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from models.bundle import RunBundle, RunResult
-from models.common import Verdict
 from models.run import LlmAttempt
 from models.state import PipelineState
 from pipeline import nodes, routing
@@ -108,7 +107,10 @@ def _run_nodes(
     state = nodes.verify_node(state, verifier=verifier, log=log)
     events.append(("verify", "completed", {
         "verifier_status": state.verifier_status, "effective_verdict": state.effective_verdict}))
-    route = _after_verify(state)
+    route, retry_eligible = _after_verify(state)
+    if retry_eligible:
+        events.append(("verify", "evidence_retry_unavailable",
+                       {"reason": "a bundle has no tools to call; composing instead"}))
     if state.effective_verdict is None:
         return state, route
     state = nodes.prepare_composition(state, document)
@@ -119,18 +121,26 @@ def _run_nodes(
     return state, routing.after_compose(state.composer_status)
 
 
-def _after_verify(state: PipelineState) -> Route:
+def _after_verify(state: PipelineState) -> tuple[Route, bool]:
+    """The route after the Verifier, and whether an evidence retry would have been due.
+
+    A bundle has no tools to call: an eligible evidence retry is recorded, then composed.
+    """
     assert state.verdict_ceiling is not None and state.gatekeeper is not None
     gaps = routing.valid_critical_gaps(
         state.evidence_gaps,
         verified_claim_ids={c.claim_id for c in state.gatekeeper.verified_output.claims},
     )
-    # A bundle has no tools to call: an eligible evidence retry is recorded, then composed.
-    return routing.after_verify(
+    route = routing.after_verify(
         verifier_status=state.verifier_status,
-        verdict=state.effective_verdict if isinstance(state.effective_verdict, Verdict) else None,
+        verdict=state.effective_verdict,
         ceiling=state.verdict_ceiling,
         valid_gaps=gaps,
         evidence_retry_count=state.evidence_retry_count,
         retry_supported=False,
     )
+    eligible = state.effective_verdict is not None and routing.evidence_retry_eligible(
+        verdict=state.effective_verdict, ceiling=state.verdict_ceiling, valid_gaps=gaps,
+        evidence_retry_count=state.evidence_retry_count,
+    )
+    return route, eligible
