@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The demo stays offline even when the shell has ANTHROPIC_API_KEY (VERITY_PROVIDER overrides).
 demo: $(STAMP)
-	$(BIN)/verity run "Why is checkout-service returning 500s?" --scenario checkout-pool-exhaustion
+	VERITY_PROVIDER=$(or $(VERITY_PROVIDER),offline) $(BIN)/verity run "Why is checkout-service returning 500s?" --scenario checkout-pool-exhaustion
 
 services:
 	scripts/services.sh
