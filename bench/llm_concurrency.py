@@ -32,7 +32,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.runtime import REDIS, _create_schema, _drop_schema, _flush_redis  # noqa: E402
+from bench.runtime import (  # noqa: E402
+    REDIS,
+    _create_schema,
+    _drop_schema,
+    _flush_redis,
+    log,
+)
 
 SCENARIO = "checkout-pool-exhaustion"
 TARGET = 0.9
@@ -40,10 +46,6 @@ POLL_S = 0.05
 ROLES = ("planner", "executor", "verifier", "composer", "knowledge")
 QUEUES = ("control", "llm", "tools")
 RESPONDERS = {role: f"tests.providers.claude_like:{role}" for role in ROLES}
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def main() -> None:

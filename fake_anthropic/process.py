@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import quote, urlsplit
 
-from fake_anthropic.server import as_replies, fault_specs
+from fake_anthropic.server import FaultQueueing, as_replies
 from fake_anthropic.tokens import JSON
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
@@ -29,7 +29,7 @@ class FakeControlError(RuntimeError):
     """The fake's control API refused a request (a bad reply or fault specification)."""
 
 
-class FakeControl:
+class FakeControl(FaultQueueing):
     """The control API of a fake server at `base_url` (plain http.client: no proxies)."""
 
     def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
@@ -57,21 +57,6 @@ class FakeControl:
         """Queue one reply or a list of replies for `role`; the queue's new length."""
         payload = {"role": role, "replies": as_replies(replies)}
         return int(self._call("POST", "/_control/script", payload)["queued"])
-
-    def fault(
-        self,
-        role: str,
-        kind: str | int,
-        *,
-        times: int = 1,
-        retry_after: float | None = None,
-        seconds: float | None = None,
-        message: str | None = None,
-        input: JSON | None = None,  # noqa: A002 - the option's wire name
-    ) -> int:
-        """Queue `times` copies of one fault for `role`; the queue's new length."""
-        options = {"retry_after": retry_after, "seconds": seconds, "message": message}
-        return self.faults(role, fault_specs(kind, times, options | {"input": input}))
 
     def faults(self, role: str, specs: Sequence[object]) -> int:
         """Queue fault specifications for `role`; the queue's new length."""

@@ -46,7 +46,31 @@ def fault_specs(kind: str | int, times: int, options: Mapping[str, Any]) -> list
     return [dict(spec) for _ in range(times)]
 
 
-class FakeAnthropic:
+class FaultQueueing:
+    """`fault()`, the one-fault shorthand of `faults()`, shared by the in-process server and
+    the control client of a spawned one."""
+
+    def faults(self, role: str, specs: Sequence[object]) -> int:
+        """Queue fault specifications for `role`; the queue's new length."""
+        raise NotImplementedError
+
+    def fault(
+        self,
+        role: str,
+        kind: str | int,
+        *,
+        times: int = 1,
+        retry_after: float | None = None,
+        seconds: float | None = None,
+        message: str | None = None,
+        input: JSON | None = None,  # noqa: A002 - the option's wire name
+    ) -> int:
+        """Queue `times` copies of one fault for `role`; the queue's new length."""
+        options = {"retry_after": retry_after, "seconds": seconds, "message": message}
+        return self.faults(role, fault_specs(kind, times, options | {"input": input}))
+
+
+class FakeAnthropic(FaultQueueing):
     """The fake server in a background thread; its Python methods mirror the control API."""
 
     def __init__(
@@ -150,21 +174,6 @@ class FakeAnthropic:
     def script(self, role: str, replies: object) -> int:
         """Queue one reply or a list of replies for `role`; the queue's new length."""
         return self.state.script(role, as_replies(replies))
-
-    def fault(
-        self,
-        role: str,
-        kind: str | int,
-        *,
-        times: int = 1,
-        retry_after: float | None = None,
-        seconds: float | None = None,
-        message: str | None = None,
-        input: JSON | None = None,  # noqa: A002 - the option's wire name
-    ) -> int:
-        """Queue `times` copies of one fault for `role`; the queue's new length."""
-        options = {"retry_after": retry_after, "seconds": seconds, "message": message}
-        return self.faults(role, fault_specs(kind, times, options | {"input": input}))
 
     def faults(self, role: str, specs: Sequence[object]) -> int:
         """Queue fault specifications (names or `{"fault": ...}` objects) for `role`."""
