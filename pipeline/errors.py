@@ -7,7 +7,8 @@
     ├── StoreError                  the run store refused an operation
     │   ├── DuplicateToolCallError  a tool_call_id already recorded for the run; first row kept
     │   ├── RunNotFoundError        no such run id
-    │   └── StaleStateError         a conditional update lost the race (expected node/version)
+    │   ├── StaleStateError         a conditional update lost the race (expected node/version)
+    │   └── StoreUnavailableError   the database could not be reached; the task is retried
     └── RunFailure                  a run cannot go on normally; routing picks a fallback
         ├── ProviderUnavailableError    transient: 429, 529, 5xx, timeout, dropped connection;
         │                               backed off and retried (honours `retry_after`)
@@ -66,6 +67,10 @@ class RunNotFoundError(StoreError):
 
 class StaleStateError(StoreError):
     """A conditional update found the run in another state than expected."""
+
+
+class StoreUnavailableError(StoreError):
+    """The database could not be reached or dropped the connection; worth another try."""
 
 
 class RunFailure(VerityError):

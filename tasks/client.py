@@ -18,6 +18,7 @@ import time
 from models.run import RunEvent, RunRecord
 from models.state import RuntimeState
 from pipeline.errors import VerityError
+from pipeline.routing import Node
 from pipeline.runtime import Runtime
 
 from tasks.app import app
@@ -46,7 +47,8 @@ class VerityClient:
     ) -> str:
         """Create the run and enqueue its coordinator; returns the run id at once."""
         run_id = self.runtime.submit(query, session_id=session_id, data_source=data_source)
-        coordinate.apply_async((run_id, 0), task_id=f"{run_id}-coordinate-0")
+        # A new run starts at plan: naming the node spares the coordinator a read.
+        coordinate.apply_async((run_id, 0, Node.PLAN.value), task_id=f"{run_id}-coordinate-0")
         return run_id
 
     def get(self, run_id: str) -> RunRecord:

@@ -11,10 +11,23 @@ from typing import Any
 
 from celery import Task, chord
 from models.state import NextStep
+from pipeline.errors import StoreUnavailableError
 from pipeline.runtime import NODE_NAMES, NodeOutcome
 
 from tasks.app import app
 from tasks.services import get_runtime
+
+
+class StoreRetryingTask(Task):
+    """A database that drops or refuses connections is waited out: the message is sent again
+    with backoff (about a minute in all). Nodes are idempotent, so a retry after a commit that
+    did land only re-dispatches the stored next step."""
+
+    autoretry_for = (StoreUnavailableError,)
+    max_retries = 8
+    retry_backoff = 0.5
+    retry_backoff_max = 15
+    retry_jitter = True
 
 
 def node_task_id(run_id: str, node: str, version: int) -> str:
@@ -59,7 +72,7 @@ def _progress(task: Task, run_id: str, node: str) -> None:
         task.update_state(state="PROGRESS", meta={"run_id": run_id, "node": node})
 
 
-@app.task(name="verity.run.coordinate", bind=True, ignore_result=True)
+@app.task(name="verity.run.coordinate", bind=True, ignore_result=True, base=StoreRetryingTask)
 def coordinate(
     self: Task, run_id: str, version: int, node: str | None = None
 ) -> dict[str, Any]:
@@ -69,7 +82,7 @@ def coordinate(
     return {"run_id": run_id, "outcome": outcome.kind}
 
 
-@app.task(name="verity.node.tool", bind=True)
+@app.task(name="verity.node.tool", bind=True, base=StoreRetryingTask)
 def tool(self: Task, run_id: str, tool_call_id: str) -> dict[str, Any]:
     """Run one tool call; never raises (a failing tool is an ERROR invocation). Its result
     (run id, tool_call_id, status) is stored for the chord and shows in Flower."""
@@ -79,7 +92,7 @@ def tool(self: Task, run_id: str, tool_call_id: str) -> dict[str, Any]:
 
 
 def _make_node_task(node: str) -> Task:
-    @app.task(name=f"verity.node.{node}", bind=True, ignore_result=True)
+    @app.task(name=f"verity.node.{node}", bind=True, ignore_result=True, base=StoreRetryingTask)
     def run(self: Task, run_id: str, version: int) -> dict[str, Any]:
         _progress(self, run_id, node)
         outcome = get_runtime().run_node(run_id, node, version)

@@ -31,7 +31,17 @@ def make_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
-    return create_engine(parsed, pool_pre_ping=True)
+    # No pre-ping (it costs a round trip, often three, on every checkout): a connection found
+    # dead is reported as StoreUnavailableError, the pool drops it and the task is retried.
+    return create_engine(parsed)
+
+
+def autocommit_engine(engine: Engine) -> Engine:
+    """The engine for autocommit work: on PostgreSQL a second pool that stays in autocommit;
+    elsewhere the same pool with the isolation level set per connection."""
+    if engine.dialect.name == "postgresql":
+        return create_engine(engine.url, isolation_level="AUTOCOMMIT")
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
 
 
 def _sqlite_engine(url: URL) -> Engine:

@@ -263,10 +263,15 @@ def _insert_attempt(session: Session, attempt: LlmAttempt) -> None:
     try:
         session.flush()
     except IntegrityError as exc:
-        raise StoreError(
-            f"duplicate model attempt in run {attempt.run_id}: role {attempt.role}, "
-            f"cycle {attempt.cycle}, attempt {attempt.attempt_number}"
-        ) from exc
+        raise StoreError(_duplicate_attempt([attempt])) from exc
+
+
+def _duplicate_attempt(attempts: Sequence[LlmAttempt]) -> str:
+    if not attempts:
+        return "duplicate model attempt"
+    first = attempts[0]
+    return (f"duplicate model attempt in run {first.run_id}: role {first.role}, "
+            f"cycle {first.cycle}, attempt {first.attempt_number}")
 
 
 def _invocations(session: Session, run_id: str) -> list[ToolInvocation]:

@@ -19,9 +19,9 @@ from types import TracebackType
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, Executable, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
 from models.bundle import RunBundle, RunResult
@@ -30,9 +30,16 @@ from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolI
 from models.run import LlmAttempt, RunEvent, RunHead, RunRecord
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
 from models.verifier import RetryContext
-from pipeline.errors import RunNotFoundError, StaleStateError, StoreError
-from pipeline.store import _hot
-from pipeline.store._engine import _NO_SYNC, _TERMINAL, _WRITE, make_engine, upgrade_schema
+from pipeline.errors import RunNotFoundError, StaleStateError, StoreError, StoreUnavailableError
+from pipeline.store import _hot, _pg
+from pipeline.store._engine import (
+    _NO_SYNC,
+    _TERMINAL,
+    _WRITE,
+    autocommit_engine,
+    make_engine,
+    upgrade_schema,
+)
 from pipeline.store._ops import (
     _add_run,
     _advance_values,
@@ -40,6 +47,7 @@ from pipeline.store._ops import (
     _attempt,
     _check_same_run,
     _dump_projection,
+    _duplicate_attempt,
     _event,
     _finalize,
     _insert_attempt,
@@ -63,11 +71,13 @@ class RunStore:
     def __init__(self, engine: Engine) -> None:
         """Wrap an engine whose schema is already at head; prefer `RunStore.open`."""
         self._engine = engine
+        self._pg = engine.dialect.name == "postgresql"
+        # Reads, and on PostgreSQL the one-statement hot writes, run in autocommit: one round
+        # trip per statement, no BEGIN/COMMIT around it. PostgreSQL gets a pool of its own
+        # that stays in autocommit (no isolation switch on every checkout).
+        self._fast = autocommit_engine(engine)
         self._sessions = sessionmaker(engine, expire_on_commit=False)
-        # Reads run in autocommit: one round trip per statement, no BEGIN/COMMIT around it.
-        self._read_sessions = sessionmaker(
-            engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
-        )
+        self._read_sessions = sessionmaker(self._fast, expire_on_commit=False)
 
     @classmethod
     def open(cls, url: str) -> RunStore:
@@ -82,6 +92,7 @@ class RunStore:
 
     def close(self) -> None:
         """Close every pooled connection."""
+        self._fast.dispose()
         self._engine.dispose()
 
     def __enter__(self) -> RunStore:
@@ -97,27 +108,27 @@ class RunStore:
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        with self._sessions.begin() as session:
+        with _available(), self._sessions.begin() as session:
             session.connection(execution_options=_WRITE)
             yield session
 
     @contextmanager
     def _connect_write(self) -> Iterator[Connection]:
         """A Core connection in a write transaction: the hot path skips the ORM session."""
-        with self._engine.connect() as connection:
+        with _available(), self._engine.connect() as connection:
             connection = connection.execution_options(**_WRITE)
             with connection.begin():
                 yield connection
 
     @contextmanager
     def _connect_read(self) -> Iterator[Connection]:
-        """A Core connection in autocommit, for reads of the hot path."""
-        with self._engine.connect() as connection:
-            yield connection.execution_options(isolation_level="AUTOCOMMIT")
+        """A Core connection in autocommit: reads, and PostgreSQL's one-statement writes."""
+        with _available(), self._fast.connect() as connection:
+            yield connection
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
-        with self._read_sessions() as session:
+        with _available(), self._read_sessions() as session:
             yield session
 
     # -- runs ---------------------------------------------------------------------------
@@ -148,6 +159,18 @@ class RunStore:
             source_run_id=source_run_id,
             executor_output_raw=executor_output_raw,
         )
+        if self._pg:
+            params = {
+                "p_run_id": row.run_id, "p_session_id": session_id, "p_query": query,
+                "p_intent": row.intent, "p_status": row.status, "p_source": source,
+                "p_source_run_id": source_run_id, "p_output": executor_output_raw,
+                "p_state": _pg.dumps(state) if state is not None else None,
+                "p_data_source": data_source, "p_events": len(events),
+                "p_event_rows": _pg.event_rows(events), "p_now": row.created_at,
+            }
+            with self._connect_read() as connection:
+                _pg.execute_write(connection, _pg.CREATE_RUN, params, row.run_id)
+            return row.run_id
         row.data_source = data_source
         row.state = state
         row.event_seq = len(events)
@@ -177,12 +200,20 @@ class RunStore:
     ) -> tuple[RunHead, dict[str, Any] | None, str | None, list[ToolInvocation]]:
         """The head, the state, the raw Executor output and the invocations a node asks for,
         read together."""
-        stmt = _hot.SELECT_HEAD_WITH_OUTPUT if with_executor_output else _hot.SELECT_HEAD
+        stmt: Executable = (
+            _pg.NODE_INPUT[with_executor_output, with_invocations] if self._pg
+            else _hot.SELECT_HEAD_WITH_OUTPUT if with_executor_output else _hot.SELECT_HEAD
+        )
         with self._connect_read() as connection:
             row = connection.execute(stmt, {"p_run_id": run_id}).one_or_none()
             if row is None:
                 raise RunNotFoundError(run_id)
-            invocations = _invocation_rows(connection, run_id) if with_invocations else []
+            if self._pg:
+                invocations = [_invocation_from(_Row(item)) for item in row.invocations or ()]
+            elif with_invocations:
+                invocations = _invocation_rows(connection, run_id)
+            else:
+                invocations = []
         head = RunHead(run_id=row.run_id, status=RunStatus(row.status), version=row.version,
                        node=row.node, cancel_requested=row.cancel_requested,
                        data_source=row.data_source, session_id=row.session_id)
@@ -220,6 +251,9 @@ class RunStore:
             "p_terminal": bool(status and status.terminal),
             "p_events": len(events), "p_invocations": len(invocations),
         }
+        if self._pg:
+            return self._commit_node_pg(params, events=events, attempts=attempts,
+                                        invocations=invocations, turn=turn)
         table = DiagnosisRunRow
         with self._connect_write() as connection:
             seqs = connection.execute(_hot.COMMIT_NODE, params).one_or_none()
@@ -238,6 +272,37 @@ class RunStore:
                                last_seq=int(seqs[1]))
             _write_attempts(connection, attempts)
         return expected_version + 1
+
+    def _commit_node_pg(
+        self,
+        params: dict[str, Any],
+        *,
+        events: Sequence[tuple[str, str, dict[str, Any]]],
+        attempts: Sequence[LlmAttempt],
+        invocations: Sequence[ToolInvocation],
+        turn: int,
+    ) -> int:
+        run_id, expected_version, now = params["p_run_id"], params["p_version"], params["p_now"]
+        params = {
+            **params, "p_state": _pg.dumps(params["p_state"]), "p_turn": turn,
+            "p_event_rows": _pg.event_rows(events),
+            "p_call_rows": _pg.call_rows(invocations, now),
+            "p_attempt_rows": _pg.attempt_rows(attempts, now),
+        }
+        with self._connect_read() as connection:
+            if _pg.execute_write(connection, _pg.COMMIT_NODE, params, run_id,
+                                 invocations, attempts) is not None:
+                return int(expected_version) + 1
+            found = connection.execute(
+                select(DiagnosisRunRow.version, DiagnosisRunRow.status)
+                .where(DiagnosisRunRow.run_id == run_id)
+            ).one_or_none()
+        if found is None:
+            raise RunNotFoundError(run_id)
+        raise StaleStateError(
+            f"run {run_id} is at version {found.version} ({found.status}), "
+            f"not {expected_version}"
+        )
 
     def get_tool_call(
         self, run_id: str, tool_call_id: str
@@ -350,8 +415,29 @@ class RunStore:
 
         False, and nothing written, if the run is already terminal (a redelivery).
         """
+        if self._pg and result.run_id == run_id and self._finalize_pg(
+                run_id, result, expected_version):
+            return True
         with self._write() as session:
             return _finalize(session, run_id, result, expected_version=expected_version)
+
+    def _finalize_pg(self, run_id: str, result: RunResult, expected_version: int | None) -> bool:
+        """The usual release in one statement; False sends the caller down the general path
+        (terminal, cancelled, stale or missing run), which decides and says why."""
+        payload = {"status": result.status, "verdict": result.verdict,
+                   "fallback_type": result.fallback_type}
+        params = {
+            "p_run_id": run_id, "p_version": expected_version,
+            "p_status": RunStatus(result.status).value,
+            "p_verdict": result.verdict.value if result.verdict else None,
+            "p_fallback_type": result.fallback_type.value if result.fallback_type else None,
+            "p_final_answer": _pg.dumps(result.final_answer.model_dump(mode="json")),
+            "p_self_evaluation": _pg.dumps(result.self_evaluation.model_dump(mode="json")),
+            "p_now": _now(), "p_events": 1,
+            "p_event_rows": _pg.event_rows([("finalize", "completed", payload)]),
+        }
+        with self._connect_read() as connection:
+            return _pg.execute_write(connection, _pg.FINALIZE, params, run_id) is not None
 
     def save_verified_run(
         self,
@@ -470,7 +556,8 @@ class RunStore:
             "p_evidence_status": evidence_status.value if evidence_status else None,
             "p_projection": _dump_projection(projection), "p_error": error, "p_now": _now(),
         }
-        with self._connect_write() as connection:
+        connect = self._connect_read if self._pg else self._connect_write
+        with connect() as connection:
             if connection.execute(stmt, params).rowcount == 1:
                 return True
             found = connection.scalar(select(ToolInvocationRow.id).where(
@@ -545,11 +632,7 @@ def _write_attempts(session: Session | Connection, attempts: Sequence[LlmAttempt
     try:
         session.execute(insert(LlmAttemptRow), rows)
     except IntegrityError as exc:
-        first = attempts[0]
-        raise StoreError(
-            f"duplicate model attempt in run {first.run_id}: role {first.role}, "
-            f"cycle {first.cycle}, attempt {first.attempt_number}"
-        ) from exc
+        raise StoreError(_duplicate_attempt(attempts)) from exc
 
 
 def _invocation_from(row: Any) -> ToolInvocation:
@@ -565,3 +648,28 @@ def _invocation_from(row: Any) -> ToolInvocation:
 def _invocation_rows(connection: Connection, run_id: str) -> list[ToolInvocation]:
     rows = connection.execute(_hot.SELECT_INVOCATIONS, {"p_run_id": run_id})
     return [_invocation_from(row) for row in rows]
+
+
+class _Row:
+    """Attribute access to one aggregated invocation (a dict from json_agg)."""
+
+    __slots__ = ("_item",)
+
+    def __init__(self, item: dict[str, Any]) -> None:
+        self._item = item
+
+    def __getattr__(self, name: str) -> Any:
+        return self._item[name]
+
+
+@contextmanager
+def _available() -> Iterator[None]:
+    """A lost or refused database connection becomes StoreUnavailableError (retryable); the
+    pool has already dropped the broken connection."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        first = str(exc.orig or exc).strip().splitlines()
+        raise StoreUnavailableError(
+            f"database unavailable: {first[0] if first else type(exc).__name__}"
+        ) from exc

@@ -43,6 +43,7 @@ from models.verifier import ClaimCheck, EvidenceGap, FactCheck, FactClass, Verif
 from pipeline.errors import DuplicateToolCallError, RunNotFoundError, StaleStateError, StoreError
 from pipeline.store import RunStore
 from pipeline.store import _ops as store_module
+from pipeline.store import _pg as pg_module
 
 QUERY = "why is checkout-service returning 500s?"
 SCOPE = QueryScope(
@@ -523,9 +524,14 @@ def test_finalize_is_one_transaction(store: RunStore, monkeypatch: pytest.Monkey
     def fail(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk full")
 
+    def clashing_events(events: object) -> str:  # two events with one seq: the insert fails
+        return '[{"seq": 1, "node": "a", "kind": "b", "payload": {}}, ' \
+               '{"seq": 1, "node": "a", "kind": "b", "payload": {}}]'
+
     with monkeypatch.context() as patch:
-        patch.setattr(store_module, "_write_events", fail)
-        with pytest.raises(RuntimeError):
+        patch.setattr(store_module, "_write_events", fail)  # SQLite: fails after the update
+        patch.setattr(pg_module, "event_rows", clashing_events)  # PostgreSQL: in the statement
+        with pytest.raises((RuntimeError, StoreError)):
             store.finalize(run_id, _result(run_id, fallback=True))
     record = store.get_run(run_id)
     assert (record.status, record.version, record.final_answer) == (RunStatus.PENDING, 0, None)

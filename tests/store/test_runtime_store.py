@@ -3,12 +3,23 @@ optimistic lock, cancellation that releases nothing, previous-turn selection."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 from models.common import Intent, RunStatus
-from pipeline.errors import StaleStateError
+from models.invocation import LifecycleStatus
+from pipeline.errors import (
+    DuplicateToolCallError,
+    StaleStateError,
+    StoreError,
+    StoreUnavailableError,
+)
 from pipeline.store import RunStore
-from tests.store.test_conformance import _attempt, _result
+from tests.store.test_conformance import _attempt, _invocation, _result
 
 
 def test_commit_node__one_transaction_under_the_version_lock(store: RunStore) -> None:
@@ -71,3 +82,55 @@ def test_previous_turn__only_diagnosis_success_runs_of_the_session(store: RunSto
     store.finalize(other, _result(other))
     previous = store.previous_turn("s1")
     assert previous is not None and previous.run_id == ok
+
+
+def test_commit_node__stores_calls_and_attempts_exactly(store: RunStore) -> None:
+    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, state={})
+    pending = _invocation("toolu_01", status=LifecycleStatus.PROJECTING)
+    attempt = _attempt(run_id)
+    store.commit_node(run_id, expected_version=0, node="execute", state={"n": 1},
+                      invocations=[pending, _invocation("toolu_02")], attempts=[attempt],
+                      turn=2)
+    assert store.list_invocations(run_id) == [pending, _invocation("toolu_02")]
+    assert store.list_attempts(run_id) == [attempt]
+    head, state, _, invocations = store.get_node_input(run_id, with_invocations=True)
+    assert (head.version, head.node, state) == (1, "execute", {"n": 1})
+    assert invocations == [pending, _invocation("toolu_02")]
+
+
+def test_commit_node__a_duplicate_writes_nothing(store: RunStore) -> None:
+    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, state={})
+    store.commit_node(run_id, expected_version=0, node="execute", state={},
+                      invocations=[_invocation("toolu_01")], attempts=[_attempt(run_id)])
+    with pytest.raises(DuplicateToolCallError):
+        store.commit_node(run_id, expected_version=1, node="execute", state={"lost": True},
+                          invocations=[_invocation("toolu_01")],
+                          events=[("execute", "tool_calls", {})])
+    with pytest.raises(StoreError, match="duplicate model attempt"):
+        store.commit_node(run_id, expected_version=1, node="verify", state={"lost": True},
+                          attempts=[_attempt(run_id)], events=[("verify", "completed", {})])
+    record, state = store.get_state(run_id)
+    assert (record.version, state) == (1, {})
+    assert store.events_since(run_id) == []
+    assert len(store.list_invocations(run_id)) == 1 and len(store.list_attempts(run_id)) == 1
+
+
+def test_a_lost_database_connection_is_store_unavailable_then_recovers(
+    postgres_url: str, postgres_server_url: str
+) -> None:
+    name = f"verity-lost-{uuid.uuid4().hex[:12]}"  # kill this store's connections, no others
+    url = make_url(postgres_url).update_query_dict({"application_name": name})
+    with RunStore.open(url.render_as_string(hide_password=False)) as store:
+        run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, state={})
+        store.get_node_input(run_id)  # a pooled connection now exists
+        admin = create_engine(postgres_server_url, poolclass=NullPool)
+        with admin.connect() as connection:
+            killed = connection.execute(text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = :name"), {"name": name}).scalar_one()
+        admin.dispose()
+        assert killed >= 1
+        with pytest.raises(StoreUnavailableError, match="database unavailable"):
+            store.get_node_input(run_id)
+        head, _, _, _ = store.get_node_input(run_id)  # the pool reconnects
+        assert head.run_id == run_id

@@ -1,0 +1,175 @@
+"""PostgreSQL's hot path: each of a run's per-task reads and writes is one statement.
+
+On PostgreSQL a single statement is atomic on its own, so the hot writes run in autocommit as
+one statement each, their inserts chained to the run-row update by data-modifying CTEs: a
+node's commit is one round trip instead of BEGIN, UPDATE, INSERT ..., COMMIT. If the update
+matches no row (another version, a terminal run) the inserts select from an empty CTE and
+write nothing. A node's input, with the run's invocations aggregated by the database, is one
+round trip as well.
+
+Rows to insert travel as one JSON array per table and are expanded by
+`json_populate_recordset(NULL::table, ...)`, so the columns are matched by name against the
+table's own row type. Sequence numbers come from the updated run row, as on SQLite.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import TextClause, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from models.invocation import LifecycleStatus, ToolInvocation
+from models.run import LlmAttempt
+from pipeline.errors import DuplicateToolCallError, StoreError
+from pipeline.store._engine import _TERMINAL
+from pipeline.store._ops import _as_utc, _duplicate_attempt, _jsonable
+
+_NOT_TERMINAL = "status NOT IN ({})".format(", ".join(f"'{s}'" for s in _TERMINAL))
+
+_INVOCATIONS_JSON = """(
+  SELECT json_agg(json_build_object(
+    'tool_call_id', c.tool_call_id, 'tool_name', c.tool_name, 'arguments', c.arguments,
+    'status', c.status, 'evidence_status', c.evidence_status, 'projection', c.projection,
+    'error', c.error) ORDER BY c.seq, c.id)
+  FROM tool_invocation c WHERE c.run_id = r.run_id)"""
+
+_HEAD = "r.run_id, r.status, r.version, r.node, r.cancel_requested, r.data_source, " \
+        "r.session_id, r.state"
+
+
+def _node_input(*, output: bool, invocations: bool) -> TextClause:
+    columns = [_HEAD, "r.executor_output_raw" if output else "NULL AS executor_output_raw",
+               f"{_INVOCATIONS_JSON} AS invocations" if invocations else "NULL AS invocations"]
+    return text(f"SELECT {', '.join(columns)} FROM diagnosis_run r WHERE r.run_id = :p_run_id")
+
+
+NODE_INPUT = {(o, i): _node_input(output=o, invocations=i)
+              for o in (False, True) for i in (False, True)}
+"""The node input statement by (with executor output, with invocations)."""
+
+_EVENTS_CTE = """events AS (
+  INSERT INTO run_event (run_id, seq, node, kind, payload, created_at)
+  SELECT :p_run_id, run.event_seq - :p_events + e.seq, e.node, e.kind, e.payload, :p_now
+  FROM run, json_populate_recordset(NULL::run_event, CAST(:p_event_rows AS json)) AS e
+)"""
+
+COMMIT_NODE = text(f"""
+WITH run AS (
+  UPDATE diagnosis_run SET
+    state = CAST(:p_state AS json), version = :p_version + 1, node = :p_node,
+    status = COALESCE(:p_status, status),
+    evidence_retry_count = COALESCE(:p_retry, evidence_retry_count),
+    executor_output_raw = COALESCE(:p_output, executor_output_raw),
+    updated_at = :p_now,
+    finished_at = CASE WHEN :p_terminal THEN :p_now ELSE finished_at END,
+    event_seq = event_seq + :p_events, invocation_seq = invocation_seq + :p_invocations
+  WHERE run_id = :p_run_id AND version = :p_version AND {_NOT_TERMINAL}
+  RETURNING event_seq, invocation_seq
+), {_EVENTS_CTE}, calls AS (
+  INSERT INTO tool_invocation (run_id, tool_call_id, tool_name, arguments, status,
+                               evidence_status, projection, error, turn, seq, created_at,
+                               finished_at)
+  SELECT :p_run_id, c.tool_call_id, c.tool_name, c.arguments, c.status, c.evidence_status,
+         c.projection, c.error, :p_turn, run.invocation_seq - :p_invocations + c.seq, :p_now,
+         c.finished_at
+  FROM run, json_populate_recordset(NULL::tool_invocation, CAST(:p_call_rows AS json)) AS c
+), attempts AS (
+  INSERT INTO llm_attempt (run_id, role, cycle, attempt_number, prompt_name, prompt_version,
+                           input_sha256, model, latency_ms, input_tokens, output_tokens,
+                           cache_read_tokens, cache_write_tokens, cost_usd, outcome,
+                           error_type, created_at)
+  SELECT a.run_id, a.role, a.cycle, a.attempt_number, a.prompt_name, a.prompt_version,
+         a.input_sha256, a.model, a.latency_ms, a.input_tokens, a.output_tokens,
+         a.cache_read_tokens, a.cache_write_tokens, a.cost_usd, a.outcome, a.error_type,
+         a.created_at
+  FROM run, json_populate_recordset(NULL::llm_attempt, CAST(:p_attempt_rows AS json)) AS a
+)
+SELECT event_seq, invocation_seq FROM run
+""")
+
+FINALIZE = text(f"""
+WITH run AS (
+  UPDATE diagnosis_run SET
+    status = :p_status, node = 'finalize', verdict = :p_verdict,
+    fallback_type = :p_fallback_type, final_answer = CAST(:p_final_answer AS json),
+    self_evaluation = CAST(:p_self_evaluation AS json), version = version + 1,
+    updated_at = :p_now, finished_at = :p_now, event_seq = event_seq + :p_events
+  WHERE run_id = :p_run_id AND {_NOT_TERMINAL} AND NOT cancel_requested
+    AND (CAST(:p_version AS integer) IS NULL OR version = :p_version)
+  RETURNING event_seq
+), {_EVENTS_CTE}
+SELECT event_seq FROM run
+""")
+
+CREATE_RUN = text(f"""
+WITH run AS (
+  INSERT INTO diagnosis_run (run_id, session_id, query, intent, status, version, source,
+                             source_run_id, cancel_requested, evidence_retry_count,
+                             executor_output_raw, state, data_source, event_seq,
+                             invocation_seq, created_at, updated_at)
+  VALUES (:p_run_id, :p_session_id, :p_query, :p_intent, :p_status, 0, :p_source,
+          :p_source_run_id, false, 0, :p_output, CAST(:p_state AS json), :p_data_source,
+          :p_events, 0, :p_now, :p_now)
+  RETURNING event_seq
+), {_EVENTS_CTE}
+SELECT event_seq FROM run
+""")
+
+
+def dumps(value: Any) -> str:
+    """JSON text for a CAST(... AS json) parameter (datetimes as ISO 8601)."""
+    return json.dumps(value, default=_iso, ensure_ascii=False, separators=(",", ":"))
+
+
+def _iso(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def event_rows(events: Sequence[tuple[str, str, dict[str, Any]]]) -> str:
+    """The events to insert, numbered 1..n (their seq is offset by the run's counter)."""
+    return dumps([{"seq": i, "node": node, "kind": kind, "payload": _jsonable(payload)}
+                  for i, (node, kind, payload) in enumerate(events, start=1)])
+
+
+def call_rows(invocations: Sequence[ToolInvocation], now: datetime) -> str:
+    """The tool calls to insert, numbered 1..n."""
+    return dumps([{
+        "seq": i, "tool_call_id": inv.tool_call_id, "tool_name": inv.tool_name,
+        "arguments": inv.arguments, "status": inv.status.value,
+        "evidence_status": inv.evidence_status.value if inv.evidence_status else None,
+        "projection": inv.projection.model_dump(mode="json") if inv.projection else None,
+        "error": inv.error,
+        "finished_at": None if inv.status is LifecycleStatus.PROJECTING else now,
+    } for i, inv in enumerate(invocations, start=1)])
+
+
+def attempt_rows(attempts: Sequence[LlmAttempt], now: datetime) -> str:
+    """The model attempts to insert; a naive created_at is refused (StoreError)."""
+    return dumps([{**a.model_dump(mode="json", exclude={"created_at"}),
+                   "created_at": _as_utc(a.created_at) if a.created_at else now}
+                  for a in attempts])
+
+
+def execute_write(connection: Connection, statement: TextClause, params: dict[str, Any],
+                  run_id: str, invocations: Sequence[ToolInvocation] = (),
+                  attempts: Sequence[LlmAttempt] = ()) -> Any:
+    """Run one hot write; a unique violation becomes the store's own error."""
+    try:
+        return connection.execute(statement, params).one_or_none()
+    except IntegrityError as exc:
+        constraint = getattr(getattr(exc.orig, "diag", None), "constraint_name", "") or ""
+        if "tool_invocation" in constraint:
+            duplicate = invocations[0].tool_call_id if len(invocations) == 1 else "of this batch"
+            raise DuplicateToolCallError(run_id, duplicate) from exc
+        if "llm_attempt" in constraint:
+            raise StoreError(_duplicate_attempt(attempts)) from exc
+        if "diagnosis_run" in constraint:
+            raise StoreError(f"run {run_id} already exists") from exc
+        raise StoreError(f"write to run {run_id} refused: {constraint or 'integrity'}") from exc
