@@ -7,6 +7,8 @@ are not stored (the state is in the database); tool results are, since the chord
 
 from __future__ import annotations
 
+import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from celery import Task, chord
@@ -16,6 +18,8 @@ from pipeline.runtime import NODE_NAMES, NodeOutcome
 
 from tasks.app import app
 from tasks.services import get_runtime
+
+logger = logging.getLogger(__name__)
 
 
 class StoreRetryingTask(Task):
@@ -66,10 +70,24 @@ def dispatch(run_id: str, outcome: NodeOutcome) -> None:
     )
 
 
+_progress_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verity-progress")
+"""Writes PROGRESS meta beside the node, off its critical path: the node's read, commit and
+next message do not wait for the result backend."""
+
+
 def _progress(task: Task, run_id: str, node: str) -> None:
-    """PROGRESS meta for Flower and result readers: which run, which node."""
-    if task.request.id and not task.request.called_directly:
-        task.update_state(state="PROGRESS", meta={"run_id": run_id, "node": node})
+    """PROGRESS meta for Flower and result readers: which run, which node (best effort)."""
+    request = task.request
+    if request.id and not request.called_directly:
+        _progress_writer.submit(_write_progress, task.backend, request.id, request,
+                                {"run_id": run_id, "node": node})
+
+
+def _write_progress(backend: Any, task_id: str, request: Any, meta: dict[str, str]) -> None:
+    try:
+        backend.store_result(task_id, meta, "PROGRESS", request=request)
+    except Exception:  # progress is telemetry: a failed write must not touch the run
+        logger.warning("progress of task %s not recorded", task_id, exc_info=True)
 
 
 @app.task(name="verity.run.coordinate", bind=True, ignore_result=True, base=StoreRetryingTask)
