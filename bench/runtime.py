@@ -63,6 +63,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=30, help="sequential runs per kind")
     parser.add_argument("--batch", type=int, default=40, help="runs submitted at once")
     parser.add_argument("--inflight", type=int, default=200, help="runs in flight for memory")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="throughput batches per kind, interleaved")
     parser.add_argument("--concurrency", type=int, default=8, help="worker threads")
     return parser.parse_args()
 
@@ -173,9 +175,12 @@ def _compare(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     log(f"latency: bare p50 {statistics.median(bare_lat):.4f}s, "
         f"instant p50 {statistics.median(inst_lat):.4f}s")
     bare_tp, inst_tp = [], []
-    for _ in range(2):
-        bare_tp.append(_throughput_bare(args.batch, canvas, TOOL_CALLS))
-        inst_tp.append(_throughput_runs(client, args.batch, data_source=None, query="bench"))
+    for round_ in range(args.rounds):  # alternate who goes first: drift hits both alike
+        pair = [lambda: bare_tp.append(_throughput_bare(args.batch, canvas, TOOL_CALLS)),
+                lambda: inst_tp.append(_throughput_runs(client, args.batch, data_source=None,
+                                                        query="bench"))]
+        for measure in pair if round_ % 2 == 0 else reversed(pair):
+            measure()
     runtime.store.close()
     return _figures(bare_lat, bare_tp), _figures(inst_lat, inst_tp)
 

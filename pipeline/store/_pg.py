@@ -15,17 +15,17 @@ table's own row type. Sequence numbers come from the updated run row, as on SQLi
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import TextClause, text
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from models.invocation import LifecycleStatus, ToolInvocation
 from models.run import LlmAttempt
-from pipeline.errors import DuplicateToolCallError, StoreError
+from pipeline.errors import DuplicateToolCallError, StoreError, StoreUnavailableError
 from pipeline.store._engine import _TERMINAL
 from pipeline.store._ops import _as_utc, _duplicate_attempt, _jsonable
 
@@ -42,10 +42,10 @@ _HEAD = "r.run_id, r.status, r.version, r.node, r.cancel_requested, r.data_sourc
         "r.session_id, r.state"
 
 
-def _node_input(*, output: bool, invocations: bool) -> TextClause:
+def _node_input(*, output: bool, invocations: bool) -> str:
     columns = [_HEAD, "r.executor_output_raw" if output else "NULL AS executor_output_raw",
                f"{_INVOCATIONS_JSON} AS invocations" if invocations else "NULL AS invocations"]
-    return text(f"SELECT {', '.join(columns)} FROM diagnosis_run r WHERE r.run_id = :p_run_id")
+    return f"SELECT {', '.join(columns)} FROM diagnosis_run r WHERE r.run_id = %(p_run_id)s"
 
 
 NODE_INPUT = {(o, i): _node_input(output=o, invocations=i)
@@ -54,30 +54,30 @@ NODE_INPUT = {(o, i): _node_input(output=o, invocations=i)
 
 _EVENTS_CTE = """events AS (
   INSERT INTO run_event (run_id, seq, node, kind, payload, created_at)
-  SELECT :p_run_id, run.event_seq - :p_events + e.seq, e.node, e.kind, e.payload, :p_now
-  FROM run, json_populate_recordset(NULL::run_event, CAST(:p_event_rows AS json)) AS e
+  SELECT %(p_run_id)s, run.event_seq - %(p_events)s + e.seq, e.node, e.kind, e.payload, %(p_now)s
+  FROM run, json_populate_recordset(NULL::run_event, CAST(%(p_event_rows)s AS json)) AS e
 )"""
 
-COMMIT_NODE = text(f"""
+COMMIT_NODE = f"""
 WITH run AS (
   UPDATE diagnosis_run SET
-    state = CAST(:p_state AS json), version = :p_version + 1, node = :p_node,
-    status = COALESCE(:p_status, status),
-    evidence_retry_count = COALESCE(:p_retry, evidence_retry_count),
-    executor_output_raw = COALESCE(:p_output, executor_output_raw),
-    updated_at = :p_now,
-    finished_at = CASE WHEN :p_terminal THEN :p_now ELSE finished_at END,
-    event_seq = event_seq + :p_events, invocation_seq = invocation_seq + :p_invocations
-  WHERE run_id = :p_run_id AND version = :p_version AND {_NOT_TERMINAL}
+    state = CAST(%(p_state)s AS json), version = %(p_version)s + 1, node = %(p_node)s,
+    status = COALESCE(%(p_status)s, status),
+    evidence_retry_count = COALESCE(%(p_retry)s, evidence_retry_count),
+    executor_output_raw = COALESCE(%(p_output)s, executor_output_raw),
+    updated_at = %(p_now)s,
+    finished_at = CASE WHEN %(p_terminal)s THEN %(p_now)s ELSE finished_at END,
+    event_seq = event_seq + %(p_events)s, invocation_seq = invocation_seq + %(p_invocations)s
+  WHERE run_id = %(p_run_id)s AND version = %(p_version)s AND {_NOT_TERMINAL}
   RETURNING event_seq, invocation_seq
 ), {_EVENTS_CTE}, calls AS (
   INSERT INTO tool_invocation (run_id, tool_call_id, tool_name, arguments, status,
                                evidence_status, projection, error, turn, seq, created_at,
                                finished_at)
-  SELECT :p_run_id, c.tool_call_id, c.tool_name, c.arguments, c.status, c.evidence_status,
-         c.projection, c.error, :p_turn, run.invocation_seq - :p_invocations + c.seq, :p_now,
-         c.finished_at
-  FROM run, json_populate_recordset(NULL::tool_invocation, CAST(:p_call_rows AS json)) AS c
+  SELECT %(p_run_id)s, c.tool_call_id, c.tool_name, c.arguments, c.status, c.evidence_status,
+         c.projection, c.error, %(p_turn)s, run.invocation_seq - %(p_invocations)s + c.seq,
+         %(p_now)s, c.finished_at
+  FROM run, json_populate_recordset(NULL::tool_invocation, CAST(%(p_call_rows)s AS json)) AS c
 ), attempts AS (
   INSERT INTO llm_attempt (run_id, role, cycle, attempt_number, prompt_name, prompt_version,
                            input_sha256, model, latency_ms, input_tokens, output_tokens,
@@ -87,38 +87,38 @@ WITH run AS (
          a.input_sha256, a.model, a.latency_ms, a.input_tokens, a.output_tokens,
          a.cache_read_tokens, a.cache_write_tokens, a.cost_usd, a.outcome, a.error_type,
          a.created_at
-  FROM run, json_populate_recordset(NULL::llm_attempt, CAST(:p_attempt_rows AS json)) AS a
+  FROM run, json_populate_recordset(NULL::llm_attempt, CAST(%(p_attempt_rows)s AS json)) AS a
 )
 SELECT event_seq, invocation_seq FROM run
-""")
+"""
 
-FINALIZE = text(f"""
+FINALIZE = f"""
 WITH run AS (
   UPDATE diagnosis_run SET
-    status = :p_status, node = 'finalize', verdict = :p_verdict,
-    fallback_type = :p_fallback_type, final_answer = CAST(:p_final_answer AS json),
-    self_evaluation = CAST(:p_self_evaluation AS json), version = version + 1,
-    updated_at = :p_now, finished_at = :p_now, event_seq = event_seq + :p_events
-  WHERE run_id = :p_run_id AND {_NOT_TERMINAL} AND NOT cancel_requested
-    AND (CAST(:p_version AS integer) IS NULL OR version = :p_version)
+    status = %(p_status)s, node = 'finalize', verdict = %(p_verdict)s,
+    fallback_type = %(p_fallback_type)s, final_answer = CAST(%(p_final_answer)s AS json),
+    self_evaluation = CAST(%(p_self_evaluation)s AS json), version = version + 1,
+    updated_at = %(p_now)s, finished_at = %(p_now)s, event_seq = event_seq + %(p_events)s
+  WHERE run_id = %(p_run_id)s AND {_NOT_TERMINAL} AND NOT cancel_requested
+    AND (CAST(%(p_version)s AS integer) IS NULL OR version = %(p_version)s)
   RETURNING event_seq
 ), {_EVENTS_CTE}
 SELECT event_seq FROM run
-""")
+"""
 
-CREATE_RUN = text(f"""
+CREATE_RUN = f"""
 WITH run AS (
   INSERT INTO diagnosis_run (run_id, session_id, query, intent, status, version, source,
                              source_run_id, cancel_requested, evidence_retry_count,
                              executor_output_raw, state, data_source, event_seq,
                              invocation_seq, created_at, updated_at)
-  VALUES (:p_run_id, :p_session_id, :p_query, :p_intent, :p_status, 0, :p_source,
-          :p_source_run_id, false, 0, :p_output, CAST(:p_state AS json), :p_data_source,
-          :p_events, 0, :p_now, :p_now)
+  VALUES (%(p_run_id)s, %(p_session_id)s, %(p_query)s, %(p_intent)s, %(p_status)s, 0, %(p_source)s,
+          %(p_source_run_id)s, false, 0, %(p_output)s, CAST(%(p_state)s AS json), %(p_data_source)s,
+          %(p_events)s, 0, %(p_now)s, %(p_now)s)
   RETURNING event_seq
 ), {_EVENTS_CTE}
 SELECT event_seq FROM run
-""")
+"""
 
 
 def dumps(value: Any) -> str:
@@ -157,19 +157,91 @@ def attempt_rows(attempts: Sequence[LlmAttempt], now: datetime) -> str:
                   for a in attempts])
 
 
-def execute_write(connection: Connection, statement: TextClause, params: dict[str, Any],
-                  run_id: str, invocations: Sequence[ToolInvocation] = (),
-                  attempts: Sequence[LlmAttempt] = ()) -> Any:
-    """Run one hot write; a unique violation becomes the store's own error."""
-    try:
-        return connection.execute(statement, params).one_or_none()
-    except IntegrityError as exc:
-        constraint = getattr(getattr(exc.orig, "diag", None), "constraint_name", "") or ""
-        if "tool_invocation" in constraint:
-            duplicate = invocations[0].tool_call_id if len(invocations) == 1 else "of this batch"
-            raise DuplicateToolCallError(run_id, duplicate) from exc
-        if "llm_attempt" in constraint:
-            raise StoreError(_duplicate_attempt(attempts)) from exc
-        if "diagnosis_run" in constraint:
-            raise StoreError(f"run {run_id} already exists") from exc
-        raise StoreError(f"write to run {run_id} refused: {constraint or 'integrity'}") from exc
+SELECT_VERSION = "SELECT version, status FROM diagnosis_run WHERE run_id = %(p_run_id)s"
+
+SELECT_TOOL_CALL = """
+SELECT r.status, r.version, r.node, r.cancel_requested, r.data_source, r.session_id,
+       c.tool_call_id, c.tool_name, c.arguments, c.status, c.evidence_status, c.projection,
+       c.error
+FROM diagnosis_run r JOIN tool_invocation c ON c.run_id = r.run_id
+WHERE r.run_id = %(p_run_id)s AND c.tool_call_id = %(p_call_id)s
+"""
+
+_COMPLETE = """
+UPDATE tool_invocation SET status = %(p_status)s, evidence_status = %(p_evidence_status)s,
+  projection = CAST(%(p_projection)s AS json), error = %(p_error)s, finished_at = %(p_now)s
+WHERE run_id = %(p_run_id)s AND tool_call_id = %(p_call_id)s AND status = 'PROJECTING'
+"""
+COMPLETE_INVOCATION = _COMPLETE
+COMPLETE_LIVE_INVOCATION = _COMPLETE + """  AND run_id IN (
+    SELECT run_id FROM diagnosis_run WHERE run_id = %(p_run_id)s AND NOT cancel_requested)
+"""
+
+
+class HotPath:
+    """The hot statements, run on the autocommit pool's DBAPI connections (psycopg): no
+    SQLAlchemy execution layer between the runtime and its one round trip."""
+
+    def __init__(self, engine: Engine) -> None:
+        """`engine`: an autocommit PostgreSQL engine (its pool is borrowed, not owned)."""
+        self._engine = engine
+        dbapi = engine.dialect.dbapi
+        assert dbapi is not None
+        self._lost = (dbapi.OperationalError, dbapi.InterfaceError)
+        self._integrity = dbapi.IntegrityError
+
+    @contextmanager
+    def cursor(self) -> Iterator[Any]:
+        """A cursor on a pooled connection; a lost connection drops the pool and becomes
+        StoreUnavailableError (the caller's task is retried)."""
+        try:
+            connection = self._engine.raw_connection()
+        except (OperationalError, InterfaceError) as exc:
+            raise StoreUnavailableError(f"database unavailable: {_first_line(exc.orig)}") from exc
+        cursor = connection.cursor()
+        try:
+            yield cursor
+        except self._lost as exc:
+            connection.invalidate(exc)
+            self._engine.dispose()  # its siblings are likely dead too: reconnect lazily
+            raise StoreUnavailableError(f"database unavailable: {_first_line(exc)}") from exc
+        finally:
+            cursor.close()
+            connection.close()
+
+    def fetch_one(self, sql: str, params: dict[str, Any]) -> Any:
+        """One row or None."""
+        with self.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+
+    def rowcount(self, sql: str, params: dict[str, Any]) -> int:
+        """Rows an update changed."""
+        with self.cursor() as cursor:
+            cursor.execute(sql, params)
+            return int(cursor.rowcount)
+
+    def write(self, sql: str, params: dict[str, Any], run_id: str,
+              invocations: Sequence[ToolInvocation] = (),
+              attempts: Sequence[LlmAttempt] = ()) -> Any:
+        """One hot write returning one row or None; a unique violation becomes the store's
+        own error, and nothing of the statement is written."""
+        try:
+            return self.fetch_one(sql, params)
+        except self._integrity as exc:
+            constraint = getattr(getattr(exc, "diag", None), "constraint_name", "") or ""
+            if "tool_invocation" in constraint:
+                duplicate = (invocations[0].tool_call_id if len(invocations) == 1
+                             else "of this batch")
+                raise DuplicateToolCallError(run_id, duplicate) from exc
+            if "llm_attempt" in constraint:
+                raise StoreError(_duplicate_attempt(attempts)) from exc
+            if "diagnosis_run" in constraint:
+                raise StoreError(f"run {run_id} already exists") from exc
+            raise StoreError(f"write to run {run_id} refused: {constraint or 'integrity'}"
+                             ) from exc
+
+
+def _first_line(exc: BaseException | None) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import Engine, Executable, insert, select, update
+from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, defer, sessionmaker
@@ -76,6 +76,7 @@ class RunStore:
         # trip per statement, no BEGIN/COMMIT around it. PostgreSQL gets a pool of its own
         # that stays in autocommit (no isolation switch on every checkout).
         self._fast = autocommit_engine(engine)
+        self._hot = _pg.HotPath(self._fast) if self._pg else None
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._read_sessions = sessionmaker(self._fast, expire_on_commit=False)
 
@@ -105,6 +106,10 @@ class RunStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def _hot_path(self) -> _pg.HotPath:
+        assert self._hot is not None, "PostgreSQL only"
+        return self._hot
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
@@ -168,8 +173,7 @@ class RunStore:
                 "p_data_source": data_source, "p_events": len(events),
                 "p_event_rows": _pg.event_rows(events), "p_now": row.created_at,
             }
-            with self._connect_read() as connection:
-                _pg.execute_write(connection, _pg.CREATE_RUN, params, row.run_id)
+            self._hot_path().write(_pg.CREATE_RUN, params, row.run_id)
             return row.run_id
         row.data_source = data_source
         row.state = state
@@ -200,23 +204,22 @@ class RunStore:
     ) -> tuple[RunHead, dict[str, Any] | None, str | None, list[ToolInvocation]]:
         """The head, the state, the raw Executor output and the invocations a node asks for,
         read together."""
-        stmt: Executable = (
-            _pg.NODE_INPUT[with_executor_output, with_invocations] if self._pg
-            else _hot.SELECT_HEAD_WITH_OUTPUT if with_executor_output else _hot.SELECT_HEAD
-        )
+        if self._hot is not None:
+            found = self._hot.fetch_one(_pg.NODE_INPUT[with_executor_output, with_invocations],
+                                        {"p_run_id": run_id})
+            if found is None:
+                raise RunNotFoundError(run_id)
+            head = _head(run_id, *found[1:7])
+            calls = [_invocation_of(**item) for item in found[9] or ()]
+            return head, found[7], found[8], calls
+        stmt = _hot.SELECT_HEAD_WITH_OUTPUT if with_executor_output else _hot.SELECT_HEAD
         with self._connect_read() as connection:
             row = connection.execute(stmt, {"p_run_id": run_id}).one_or_none()
             if row is None:
                 raise RunNotFoundError(run_id)
-            if self._pg:
-                invocations = [_invocation_from(_Row(item)) for item in row.invocations or ()]
-            elif with_invocations:
-                invocations = _invocation_rows(connection, run_id)
-            else:
-                invocations = []
-        head = RunHead(run_id=row.run_id, status=RunStatus(row.status), version=row.version,
-                       node=row.node, cancel_requested=row.cancel_requested,
-                       data_source=row.data_source, session_id=row.session_id)
+            invocations = _invocation_rows(connection, run_id) if with_invocations else []
+        head = _head(run_id, row.status, row.version, row.node, row.cancel_requested,
+                     row.data_source, row.session_id)
         raw = row.executor_output_raw if with_executor_output else None
         return head, row.state, raw, invocations
 
@@ -251,7 +254,7 @@ class RunStore:
             "p_terminal": bool(status and status.terminal),
             "p_events": len(events), "p_invocations": len(invocations),
         }
-        if self._pg:
+        if self._hot is not None:
             return self._commit_node_pg(params, events=events, attempts=attempts,
                                         invocations=invocations, turn=turn)
         table = DiagnosisRunRow
@@ -289,34 +292,32 @@ class RunStore:
             "p_call_rows": _pg.call_rows(invocations, now),
             "p_attempt_rows": _pg.attempt_rows(attempts, now),
         }
-        with self._connect_read() as connection:
-            if _pg.execute_write(connection, _pg.COMMIT_NODE, params, run_id,
-                                 invocations, attempts) is not None:
-                return int(expected_version) + 1
-            found = connection.execute(
-                select(DiagnosisRunRow.version, DiagnosisRunRow.status)
-                .where(DiagnosisRunRow.run_id == run_id)
-            ).one_or_none()
+        hot = self._hot_path()
+        if hot.write(_pg.COMMIT_NODE, params, run_id, invocations, attempts) is not None:
+            return int(expected_version) + 1
+        found = hot.fetch_one(_pg.SELECT_VERSION, {"p_run_id": run_id})
         if found is None:
             raise RunNotFoundError(run_id)
         raise StaleStateError(
-            f"run {run_id} is at version {found.version} ({found.status}), "
-            f"not {expected_version}"
+            f"run {run_id} is at version {found[0]} ({found[1]}), not {expected_version}"
         )
 
     def get_tool_call(
         self, run_id: str, tool_call_id: str
     ) -> tuple[RunHead, ToolInvocation] | None:
         """A requested tool call with its run's head, in one read; None if not requested."""
+        params = {"p_run_id": run_id, "p_call_id": tool_call_id}
+        if self._hot is not None:
+            found = self._hot.fetch_one(_pg.SELECT_TOOL_CALL, params)
+            if found is None:
+                return None
+            return _head(run_id, *found[:6]), _invocation_of(*found[6:])
         with self._connect_read() as connection:
-            row = connection.execute(
-                _hot.SELECT_TOOL_CALL, {"p_run_id": run_id, "p_call_id": tool_call_id}
-            ).one_or_none()
+            row = connection.execute(_hot.SELECT_TOOL_CALL, params).one_or_none()
         if row is None:
             return None
-        head = RunHead(run_id=run_id, status=RunStatus(row.run_status), version=row.version,
-                       node=row.node, cancel_requested=row.cancel_requested,
-                       data_source=row.data_source, session_id=row.session_id)
+        head = _head(run_id, row.run_status, row.version, row.node, row.cancel_requested,
+                     row.data_source, row.session_id)
         return head, _invocation_from(row)
 
     def cancel_run(self, run_id: str, *, reason: str = "cancel requested") -> bool:
@@ -415,7 +416,7 @@ class RunStore:
 
         False, and nothing written, if the run is already terminal (a redelivery).
         """
-        if self._pg and result.run_id == run_id and self._finalize_pg(
+        if self._hot is not None and result.run_id == run_id and self._finalize_pg(
                 run_id, result, expected_version):
             return True
         with self._write() as session:
@@ -436,8 +437,7 @@ class RunStore:
             "p_now": _now(), "p_events": 1,
             "p_event_rows": _pg.event_rows([("finalize", "completed", payload)]),
         }
-        with self._connect_read() as connection:
-            return _pg.execute_write(connection, _pg.FINALIZE, params, run_id) is not None
+        return self._hot_path().write(_pg.FINALIZE, params, run_id) is not None
 
     def save_verified_run(
         self,
@@ -550,15 +550,22 @@ class RunStore:
         with `unless_cancelled`, if its run was cancelled: the late result is not kept)."""
         if status is LifecycleStatus.PROJECTING:
             raise StoreError("complete_invocation needs status READY or ERROR")
-        stmt = _hot.COMPLETE_LIVE_INVOCATION if unless_cancelled else _hot.COMPLETE_INVOCATION
         params = {
             "p_run_id": run_id, "p_call_id": tool_call_id, "p_status": status.value,
             "p_evidence_status": evidence_status.value if evidence_status else None,
             "p_projection": _dump_projection(projection), "p_error": error, "p_now": _now(),
         }
-        connect = self._connect_read if self._pg else self._connect_write
-        with connect() as connection:
-            if connection.execute(stmt, params).rowcount == 1:
+        if self._hot is not None:
+            sql = _pg.COMPLETE_LIVE_INVOCATION if unless_cancelled else _pg.COMPLETE_INVOCATION
+            projection_json = params["p_projection"]
+            params["p_projection"] = None if projection_json is None else _pg.dumps(
+                projection_json)
+            if self._hot.rowcount(sql, params) == 1:
+                return True
+            params["p_projection"] = projection_json
+        stmt = _hot.COMPLETE_LIVE_INVOCATION if unless_cancelled else _hot.COMPLETE_INVOCATION
+        with self._connect_write() as connection:
+            if self._hot is None and connection.execute(stmt, params).rowcount == 1:
                 return True
             found = connection.scalar(select(ToolInvocationRow.id).where(
                 ToolInvocationRow.run_id == run_id, ToolInvocationRow.tool_call_id == tool_call_id
@@ -636,30 +643,33 @@ def _write_attempts(session: Session | Connection, attempts: Sequence[LlmAttempt
 
 
 def _invocation_from(row: Any) -> ToolInvocation:
+    return _invocation_of(row.tool_call_id, row.tool_name, row.arguments, row.status,
+                          row.evidence_status, row.projection, row.error)
+
+
+def _invocation_of(
+    tool_call_id: str, tool_name: str, arguments: dict[str, Any], status: str,
+    evidence_status: str | None, projection: dict[str, Any] | None, error: str | None,
+) -> ToolInvocation:
     return ToolInvocation(
-        tool_call_id=row.tool_call_id, tool_name=row.tool_name, arguments=row.arguments,
-        status=LifecycleStatus(row.status),
-        evidence_status=EvidenceStatus(row.evidence_status) if row.evidence_status else None,
-        projection=Projection.model_validate(row.projection) if row.projection else None,
-        error=row.error,
+        tool_call_id=tool_call_id, tool_name=tool_name, arguments=arguments,
+        status=LifecycleStatus(status),
+        evidence_status=EvidenceStatus(evidence_status) if evidence_status else None,
+        projection=Projection.model_validate(projection) if projection else None,
+        error=error,
     )
+
+
+def _head(run_id: str, status: str, version: int, node: str | None, cancel_requested: bool,
+          data_source: str | None, session_id: str | None) -> RunHead:
+    return RunHead(run_id=run_id, status=RunStatus(status), version=version, node=node,
+                   cancel_requested=cancel_requested, data_source=data_source,
+                   session_id=session_id)
 
 
 def _invocation_rows(connection: Connection, run_id: str) -> list[ToolInvocation]:
     rows = connection.execute(_hot.SELECT_INVOCATIONS, {"p_run_id": run_id})
     return [_invocation_from(row) for row in rows]
-
-
-class _Row:
-    """Attribute access to one aggregated invocation (a dict from json_agg)."""
-
-    __slots__ = ("_item",)
-
-    def __init__(self, item: dict[str, Any]) -> None:
-        self._item = item
-
-    def __getattr__(self, name: str) -> Any:
-        return self._item[name]
 
 
 @contextmanager
