@@ -58,11 +58,11 @@ from pipeline.agents.base import ModelReply
 from pipeline.agents.claude import (
     ClaudeAgent,
     contract_tool,
-    dumps,
     forces_tool_choice,
     frame_data,
     thinks_by_default,
 )
+from pipeline.agents.views import dumps
 from pipeline.attempts import AttemptLog, attempt_call
 from pipeline.ids import mint_tool_call_id
 from pipeline.prompts import Prompt, load_prompt

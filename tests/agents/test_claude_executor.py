@@ -18,6 +18,7 @@ from pipeline.agents.claude_executor import (
     ReplayCache,
     conversation,
 )
+from pipeline.agents.views import answer_schema
 from pipeline.executor_output import parse_executor_output
 from pipeline.prompts import load_prompt
 from pipeline.providers.messages import MessagesResponse, ScriptedProvider
@@ -82,7 +83,7 @@ def test_executor__first_step_asks_for_tools_with_tool_use_ids_as_tool_call_ids(
     assert request.role == "executor" and request.system == load_prompt("executor").text
     names = [t["name"] for t in body["tools"]]
     assert names == [*default_registry().names(), SUBMIT_EVIDENCE]
-    assert body["tools"][-1]["input_schema"] == ExecutorEvidenceV2.model_json_schema()
+    assert body["tools"][-1]["input_schema"] == answer_schema(ExecutorEvidenceV2)
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert all("cache_control" not in t for t in body["tools"][:-1])
     assert body["tool_choice"] == {"type": "auto"}

@@ -25,6 +25,7 @@ from pipeline.agents.claude import (
     forces_tool_choice,
     frame_data,
 )
+from pipeline.agents.views import answer_schema
 from pipeline.errors import AttemptsExhaustedError
 from pipeline.prompts import load_prompt
 from pipeline.providers.messages import MessagesRequest, ScriptedProvider
@@ -66,7 +67,7 @@ def assert_answer_tool(request: MessagesRequest, name: str, *, forced: bool) -> 
     body = request.body()
     (tool,) = body["tools"]
     assert tool["name"] == name
-    assert tool["input_schema"] == SCHEMAS[name].model_json_schema()
+    assert tool["input_schema"] == answer_schema(SCHEMAS[name])
     assert tool["cache_control"] == {"type": "ephemeral"}
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
     expected = {"type": "tool", "name": name} if forced else {"type": "auto"}

@@ -28,6 +28,7 @@ from pipeline.agents.knowledge import OfflineKnowledgeAnswerer
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner
 from pipeline.agents.template_composer import TemplateComposer
+from pipeline.agents.views import verifier_input_from_view
 from pipeline.prompts import load_prompt
 from pipeline.tools import default_registry
 
@@ -64,8 +65,8 @@ def _single_turn(request: JSON, tag: str) -> bytes:
 
 
 def verifier(request: JSON) -> JSON:
-    reply = OfflineVerifier().respond(load_prompt("verifier"),
-                                      _single_turn(request, "verifier_input"))
+    view = _single_turn(request, "verifier_input").decode("utf-8")
+    reply = OfflineVerifier().respond(load_prompt("verifier"), verifier_input_from_view(view))
     return _answer("submit_verification", json.loads(reply.text))
 
 
