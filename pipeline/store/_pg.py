@@ -58,8 +58,7 @@ _EVENTS_CTE = """events AS (
   FROM run, json_populate_recordset(NULL::run_event, CAST(%(p_event_rows)s AS json)) AS e
 )"""
 
-COMMIT_NODE = f"""
-WITH run AS (
+_RUN_UPDATE = f"""run AS (
   UPDATE diagnosis_run SET
     state = CAST(%(p_state)s AS json), version = %(p_version)s + 1, node = %(p_node)s,
     status = COALESCE(%(p_status)s, status),
@@ -70,7 +69,9 @@ WITH run AS (
     event_seq = event_seq + %(p_events)s, invocation_seq = invocation_seq + %(p_invocations)s
   WHERE run_id = %(p_run_id)s AND version = %(p_version)s AND {_NOT_TERMINAL}
   RETURNING event_seq, invocation_seq
-), {_EVENTS_CTE}, calls AS (
+)"""
+
+_CALLS_CTE = """calls AS (
   INSERT INTO tool_invocation (run_id, tool_call_id, tool_name, arguments, status,
                                evidence_status, projection, error, turn, seq, created_at,
                                finished_at)
@@ -78,7 +79,9 @@ WITH run AS (
          c.projection, c.error, %(p_turn)s, run.invocation_seq - %(p_invocations)s + c.seq,
          %(p_now)s, c.finished_at
   FROM run, json_populate_recordset(NULL::tool_invocation, CAST(%(p_call_rows)s AS json)) AS c
-), attempts AS (
+)"""
+
+_ATTEMPTS_CTE = """attempts AS (
   INSERT INTO llm_attempt (run_id, role, cycle, attempt_number, prompt_name, prompt_version,
                            input_sha256, model, latency_ms, input_tokens, output_tokens,
                            cache_read_tokens, cache_write_tokens, cost_usd, outcome,
@@ -88,9 +91,20 @@ WITH run AS (
          a.cache_read_tokens, a.cache_write_tokens, a.cost_usd, a.outcome, a.error_type,
          a.created_at
   FROM run, json_populate_recordset(NULL::llm_attempt, CAST(%(p_attempt_rows)s AS json)) AS a
-)
-SELECT event_seq, invocation_seq FROM run
-"""
+)"""
+
+
+def _commit_node(*, calls: bool, attempts: bool) -> str:
+    parts = [_RUN_UPDATE, _EVENTS_CTE]
+    parts += [_CALLS_CTE] if calls else []
+    parts += [_ATTEMPTS_CTE] if attempts else []
+    return f"WITH {', '.join(parts)}\nSELECT event_seq, invocation_seq FROM run"
+
+
+COMMIT_NODE = {(c, a): _commit_node(calls=c, attempts=a) for c in (False, True)
+               for a in (False, True)}
+"""A node's commit by (with tool calls, with model attempts): the database does no work for a
+part the node has nothing to write into."""
 
 FINALIZE = f"""
 WITH run AS (

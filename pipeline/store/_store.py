@@ -293,7 +293,8 @@ class RunStore:
             "p_attempt_rows": _pg.attempt_rows(attempts, now),
         }
         hot = self._hot_path()
-        if hot.write(_pg.COMMIT_NODE, params, run_id, invocations, attempts) is not None:
+        statement = _pg.COMMIT_NODE[bool(invocations), bool(attempts)]
+        if hot.write(statement, params, run_id, invocations, attempts) is not None:
             return int(expected_version) + 1
         found = hot.fetch_one(_pg.SELECT_VERSION, {"p_run_id": run_id})
         if found is None:
