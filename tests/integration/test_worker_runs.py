@@ -55,6 +55,22 @@ def test_full_run(workers: Workers, runtime_env: dict[str, str], run_store: RunS
     assert nodes[0] == "submit" and nodes[-1] == "finalize"
     assert {"plan", "execute", "gatekeep", "verify", "compose"} <= set(nodes)
     _assert_exactly_once(run_store, run_id)
+    # Each node task left PROGRESS meta (run id, node) in the result backend, for Flower and
+    # result readers; node results themselves are not stored.
+    ids = [f"{run_id}-plan-0", f"{run_id}-gatekeep-{_version_of(run_store, run_id, 'gatekeep')}"]
+    code = ("import json\nfrom tasks.app import app\n"
+            f"print(json.dumps([[app.AsyncResult(i).state, app.AsyncResult(i).info] "
+            f"for i in {ids!r}]))")
+    progress = json.loads(produce(runtime_env, code))
+    assert progress == [["PROGRESS", {"run_id": run_id, "node": "plan"}],
+                        ["PROGRESS", {"run_id": run_id, "node": "gatekeep"}]]
+
+
+def _version_of(store: RunStore, run_id: str, node: str) -> int:
+    """The version a node ran at: the number of commits before its own."""
+    commits = [e for e in store.events_since(run_id) if e.kind in ("completed", "tool_calls")
+               and e.node not in ("submit", "finalize")]
+    return next(i for i, e in enumerate(commits) if e.node == node)
 
 
 def test_producer_api_events_and_wait(
