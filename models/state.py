@@ -40,6 +40,8 @@ class PipelineState(Contract):
     composer_output: ComposerOutput | None = Field(default=None, description="Guarded answer.")
     fallback: SafeFallback | None = Field(default=None, description="Set on fallback paths.")
     budget_exceeded: bool = Field(default=False, description="A model call hit the budget.")
+    structural_repair: bool = Field(
+        default=False, description="The Executor's one no-tool structural repair was asked for.")
     failure_stage: str | None = Field(default=None, description="Node that failed.")
 
 

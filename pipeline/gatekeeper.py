@@ -81,6 +81,13 @@ def gatekeep(
     })
 
 
+def schema_problems(document: Mapping[str, Any]) -> list[str]:
+    """What `schema.executor_v2` finds wrong with a document (empty when it holds)."""
+    audit = _Audit()
+    _check_schema(document, audit)
+    return list(audit.errors)
+
+
 def _check_schema(document: Mapping[str, Any], audit: _Audit) -> ExecutorEvidenceV2 | None:
     """Apply `schema.executor_v2`; return the model when its bindings can still be checked."""
     for name in REMOVED_FIELDS:

@@ -24,7 +24,7 @@ from pipeline.attempts import AttemptLog, call_with_retry
 from pipeline.composer_input import build_composer_input
 from pipeline.errors import BudgetExceededError, GuardRejectedError, RunFailure
 from pipeline.executor_output import parse_executor_output
-from pipeline.gatekeeper import gatekeep
+from pipeline.gatekeeper import gatekeep, schema_problems
 from pipeline.guards import new_facts, post_check
 from pipeline.routing import Route
 from pipeline.serialization import canonical_bytes, sha256_hex
@@ -43,6 +43,16 @@ def parse_node(state: PipelineState, raw: str) -> tuple[PipelineState, dict[str,
         "failure_stage": "execute",
     }
     return state.model_copy(update=update), None
+
+
+def structural_problems(raw: str) -> list[str]:
+    """Why the Executor's raw output fails initial validation (parse, then
+    `schema.executor_v2`); empty when it passes. What the structural repair is told."""
+    parsed = parse_executor_output(raw)
+    if parsed.document is None:
+        reason = parsed.failure.value if parsed.failure else "unreadable"
+        return [f"not an executor_evidence_v2 JSON object ({reason})"]
+    return schema_problems(parsed.document)
 
 
 def gatekeep_node(

@@ -45,19 +45,22 @@ def _fallback(fallback_type: FallbackType, reason: FallbackReason) -> Route:
     return Route(Node.FALLBACK, fallback_type, reason)
 
 
-def after_execute(executor_status: StageStatus) -> Route:
-    """Legal structured output goes to the Gatekeeper; anything else to the fallback."""
+def after_execute(executor_status: StageStatus, *, repaired: bool = False) -> Route:
+    """Legal structured output goes to the Gatekeeper; anything else to the fallback (after
+    the one structural repair, with that as the reason)."""
     if executor_status is StageStatus.OK:
         return Route(Node.GATEKEEP)
-    return _fallback(
-        FallbackType.EVIDENCE_VALIDATION_FAILED, FallbackReason.EXECUTOR_INVALID_OUTPUT
-    )
+    reason = (FallbackReason.STRUCTURAL_REPAIR_FAILED if repaired
+              else FallbackReason.EXECUTOR_INVALID_OUTPUT)
+    return _fallback(FallbackType.EVIDENCE_VALIDATION_FAILED, reason)
 
 
-def after_gatekeep(severity: Severity) -> Route:
-    """A reject bypasses the Verifier."""
+def after_gatekeep(severity: Severity, *, repair_failed: bool = False) -> Route:
+    """A reject bypasses the Verifier; a schema reject after the structural repair says so."""
     if severity is Severity.REJECT:
-        return _fallback(FallbackType.EVIDENCE_VALIDATION_FAILED, FallbackReason.GATEKEEPER_REJECT)
+        reason = (FallbackReason.STRUCTURAL_REPAIR_FAILED if repair_failed
+                  else FallbackReason.GATEKEEPER_REJECT)
+        return _fallback(FallbackType.EVIDENCE_VALIDATION_FAILED, reason)
     return Route(Node.VERIFY)
 
 

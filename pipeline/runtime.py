@@ -27,6 +27,7 @@ from models.common import FallbackType, Intent, RunStatus
 from models.composer import ComposerOutput
 from models.evaluation import StageStatus
 from models.fallback import FallbackReason
+from models.gatekeeper import RuleId
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from models.run import LlmAttempt, RunHead
 from models.state import NextStep, PipelineState, RuntimeState
@@ -68,12 +69,29 @@ class Planner(Protocol):
 
 
 class Executor(Protocol):
-    """One step of the Executor loop: more tool calls, or the final structured output."""
+    """One step of the Executor loop: more tool calls, or the final structured output.
+
+    An Executor may also offer `repair(transcript, raw, problems, *, log) -> str`: the one
+    no-tool structural repair of a final output that failed initial validation (see
+    `RepairingExecutor`). Without it, such an output goes straight to the fallback.
+    """
 
     def step(
         self, transcript: Transcript, *, registry: ToolRegistry, log: AttemptLog | None = None
     ) -> ExecutorStep:
         """The next step; model calls are recorded in `log`."""
+        ...
+
+
+class RepairingExecutor(Executor, Protocol):
+    """An Executor that can repair the structure of its own final output, without tools."""
+
+    def repair(
+        self, transcript: Transcript, raw: str, problems: list[str], *,
+        log: AttemptLog | None = None,
+    ) -> str | None:
+        """A corrected raw output for `raw`, told what was wrong (`problems`); None when this
+        output is not one to repair (nothing is asked)."""
         ...
 
 
@@ -460,13 +478,41 @@ def _execute(rt: Runtime, inp: NodeInput) -> Commit:
             "turn": len(turns), "tools": [c.tool_name for c in fresh]})], log.attempts,
             invocations=pending, turn=len(turns))
     raw = step.final_output or ""
+    events: list[Event] = []
+    raw, repaired = _structural_repair(rt, transcript, raw, log=log, events=events)
+    state = _logged(state, log)
     pipeline, _ = nodes.parse_node(state.pipeline, raw)
-    route = routing.after_execute(pipeline.executor_status)
+    pipeline = pipeline.model_copy(update={"structural_repair": repaired})
+    route = routing.after_execute(pipeline.executor_status, repaired=repaired)
     new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
-    events: list[Event] = [("execute", "completed", {
+    events.append(("execute", "completed", {
         "executor_status": pipeline.executor_status.value,
-        "parse_failure": pipeline.parse_failure, "turns": len(transcript.turns)})]
+        "parse_failure": pipeline.parse_failure, "turns": len(transcript.turns)}))
     return Commit(new, events, log.attempts, executor_output_raw=raw)
+
+
+def _structural_repair(
+    rt: Runtime, transcript: Transcript, raw: str, *, log: AttemptLog, events: list[Event]
+) -> tuple[str, bool]:
+    """The single no-tool structural repair: an output that fails initial validation goes back
+    to the Executor once, with what was wrong. Returns the output to keep and whether a repair
+    was asked for; a repair that fails to come back keeps the original output."""
+    problems = nodes.structural_problems(raw)
+    repair = getattr(rt.agents.executor, "repair", None)
+    if not problems or repair is None:
+        return raw, False
+    try:
+        repaired: str | None = repair(transcript, raw, problems, log=log)
+    except RunFailure as exc:
+        events.append(("execute", "structural_repair", {
+            "problems": len(problems), "error": type(exc).__name__}))
+        return raw, True
+    if repaired is None:
+        return raw, False
+    left = nodes.structural_problems(repaired)
+    events.append(("execute", "structural_repair", {
+        "problems": len(problems), "problems_left": len(left)}))
+    return repaired, True
 
 
 def _with_results(transcript: Transcript, invocations: Sequence[ToolInvocation]) -> Transcript:
@@ -486,7 +532,9 @@ def _gatekeep(rt: Runtime, inp: NodeInput) -> Commit:
     pipeline = nodes.gatekeep_node(state.pipeline, document, invocations)
     assert pipeline.gatekeeper is not None
     result = pipeline.gatekeeper.result
-    route = routing.after_gatekeep(result.severity)
+    route = routing.after_gatekeep(
+        result.severity,
+        repair_failed=pipeline.structural_repair and RuleId.SCHEMA in result.failed_rules)
     new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
     return Commit(new, [("gatekeep", "completed", {
         "severity": result.severity.value, "failed_rules": [r.value for r in result.failed_rules],

@@ -7,16 +7,21 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fake_anthropic import FakeAnthropic
-from models.common import RunStatus
+from models.common import FallbackType, RunStatus
+from models.fallback import FallbackReason
 from pipeline.agents.claude import ClaudeVerifier
+from pipeline.agents.claude_executor import SUBMIT_EVIDENCE
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime, resolve_scenario
+from pipeline.providers.messages import JSON
 from pipeline.runtime import Runtime
 from pipeline.scenarios import load_scenario
+from tests.providers import claude_like
 from tests.providers.claude_like import answer_like_claude
 
 SCENARIOS = ["checkout-pool-exhaustion", "knowledge-payment-db-credentials"]
@@ -107,3 +112,91 @@ def test_runs__auto_provider_follows_the_key(monkeypatch: pytest.MonkeyPatch) ->
     assert VeritySettings().resolved_provider() == "anthropic"
     assert VeritySettings(provider="offline").resolved_provider() == "offline"
 
+
+
+class BreakingExecutor:
+    """Answers as Claude would, except that its submitted evidence first fails validation
+    (`broken`); the structural repair (a request offering only submit_evidence) then gets the
+    valid document, or `repair` when given."""
+
+    def __init__(self, broken: Any, repair: Any | None = None) -> None:
+        self.broken, self.repair, self.valid = broken, repair, None
+        self.repair_requests: list[JSON] = []
+
+    def __call__(self, request: JSON) -> JSON:
+        if [t["name"] for t in request.get("tools", [])] == [SUBMIT_EVIDENCE]:
+            self.repair_requests.append(request)
+            document = self.valid if self.repair is None else self.repair
+            return {"tool_use": {"name": SUBMIT_EVIDENCE, "input": document}}
+        answer = claude_like.executor(request)
+        use = answer["tool_use"]
+        if isinstance(use, dict) and use.get("name") == SUBMIT_EVIDENCE:
+            self.valid = use["input"]
+            return {"tool_use": {"name": SUBMIT_EVIDENCE, "input": self.broken(use["input"])}}
+        return answer
+
+
+def _duplicate_first_claim(document: dict[str, Any]) -> dict[str, Any]:
+    claims = document["claims"]
+    return {**document, "claims": [*claims, dict(claims[0])]}
+
+
+def _claude_runtime(fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                    ) -> Runtime:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    return build_runtime(settings(tmp_path, "claude", provider="anthropic",
+                                  anthropic_api_key="sk-test", anthropic_base_url=fake.base_url))
+
+
+def _repair_events(runtime: Runtime, run_id: str) -> list[dict[str, Any]]:
+    return [e.payload for e in runtime.store.events_since(run_id) if e.kind == "structural_repair"]
+
+
+@pytest.mark.parametrize("broken", [_duplicate_first_claim, lambda _doc: {"claims": "none"}],
+                         ids=["schema-fails", "not-a-contract"])
+def test_structural_repair__invalid_evidence_is_repaired_once_without_tools(
+    fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: Any
+) -> None:
+    executor = BreakingExecutor(broken)
+    fake.set_default_responder(executor, "executor")
+    runtime = _claude_runtime(fake, tmp_path, monkeypatch)
+    run = runtime.store.get_run(drive(runtime, "checkout-pool-exhaustion"))
+    assert run.status is RunStatus.SUCCESS, runtime.store.events_since(run.run_id)
+    assert len(executor.repair_requests) == 1
+    (request,) = executor.repair_requests
+    assert [t["name"] for t in request["tools"]] == [SUBMIT_EVIDENCE]  # no tool can run
+    said, feedback = request["messages"][-2:]
+    assert said["role"] == "assistant" and feedback["role"] == "user"
+    assert "failed validation" in feedback["content"][0]["text"]
+    (event,) = _repair_events(runtime, run.run_id)
+    assert event["problems"] >= 1 and event["problems_left"] == 0
+    attempts = [a for a in runtime.store.list_attempts(run.run_id) if a.role == "executor"]
+    assert len(attempts) == len(fake.requests_for("executor"))  # the repair is a row too
+    runtime.store.close()
+
+
+def test_structural_repair__a_failed_repair_is_the_fixed_fallback(
+    fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    executor = BreakingExecutor(_duplicate_first_claim, repair={"claims": [], "oops": 1})
+    fake.set_default_responder(executor, "executor")
+    runtime = _claude_runtime(fake, tmp_path, monkeypatch)
+    run = runtime.store.get_run(drive(runtime, "checkout-pool-exhaustion"))
+    assert run.status is RunStatus.FALLBACK
+    assert run.fallback_type is FallbackType.EVIDENCE_VALIDATION_FAILED
+    (fallback,) = [e.payload for e in runtime.store.events_since(run.run_id)
+                   if e.node == "fallback"]
+    assert fallback["reason"] == FallbackReason.STRUCTURAL_REPAIR_FAILED.value
+    assert len(executor.repair_requests) == 1  # one repair, never two
+    (event,) = _repair_events(runtime, run.run_id)
+    assert event["problems_left"] >= 1
+    assert not {"verifier", "composer"} & {r["role"] for r in fake.requests}
+    runtime.store.close()
+
+
+def test_structural_repair__the_offline_executor_needs_none(tmp_path: Path) -> None:
+    runtime = build_runtime(settings(tmp_path, "offline"))
+    run_id = drive(runtime, "checkout-pool-exhaustion")
+    assert runtime.store.get_run(run_id).status is RunStatus.SUCCESS
+    assert _repair_events(runtime, run_id) == []
+    runtime.store.close()

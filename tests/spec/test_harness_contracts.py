@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from models.common import FallbackType, Verdict
+from models.evaluation import StageStatus
 from models.executor import ClaimKind
 from models.fallback import FallbackReason
 from models.gatekeeper import RuleId, Severity
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from models.state import PipelineState
 from models.verifier import Verification
-from pipeline import nodes
+from pipeline import nodes, routing
 from pipeline.errors import BundleError, ProviderUnavailableError
 from pipeline.evaluation import aiops_rule_evaluation
 from pipeline.gatekeeper import gatekeep
@@ -236,6 +237,27 @@ def test_fallback__evidence_validation_fails_twice() -> None:
     result = run(output)
     assert result.result.fallback_type is FallbackType.EVIDENCE_VALIDATION_FAILED
     assert "1432" not in answer_text(result)
+
+
+
+def test_fallback__validation_failing_after_the_one_structural_repair_says_so() -> None:
+    output = executor_output(errors_claim("c1"), rate_claim("c1"))  # duplicate claim id
+    problems = nodes.structural_problems(json.dumps(output))
+    assert problems == ["schema.executor_v2: duplicate claim_id 'c1'"]
+    assert nodes.structural_problems("not json")[0].startswith("not an executor_evidence_v2")
+    assert nodes.structural_problems(json.dumps(good_output())) == []
+    # routing: before the repair the reason is the first failure; after it, the repair's
+    first = routing.after_execute(StageStatus.INVALID_OUTPUT)
+    again = routing.after_execute(StageStatus.INVALID_OUTPUT, repaired=True)
+    assert (first.fallback_type, first.reason) == (
+        FallbackType.EVIDENCE_VALIDATION_FAILED, FallbackReason.EXECUTOR_INVALID_OUTPUT)
+    assert (again.fallback_type, again.reason) == (
+        FallbackType.EVIDENCE_VALIDATION_FAILED, FallbackReason.STRUCTURAL_REPAIR_FAILED)
+    assert routing.after_execute(StageStatus.OK, repaired=True).node is Node.GATEKEEP
+    rejected = routing.after_gatekeep(Severity.REJECT, repair_failed=True)
+    assert rejected.reason is FallbackReason.STRUCTURAL_REPAIR_FAILED
+    assert routing.after_gatekeep(Severity.REJECT).reason is FallbackReason.GATEKEEPER_REJECT
+    assert routing.after_gatekeep(Severity.PASS, repair_failed=True).node is Node.VERIFY
 
 
 def test_fallback__fallback_excludes_internal_errors() -> None:
