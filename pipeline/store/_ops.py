@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, Result, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from models.bundle import FinalAnswer, RunResult
@@ -18,7 +19,13 @@ from models.evaluation import SelfEvaluation
 from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
 from models.run import LlmAttempt, RunEvent, RunRecord
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
-from pipeline.errors import DuplicateToolCallError, RunNotFoundError, StaleStateError, StoreError
+from pipeline.errors import (
+    DuplicateToolCallError,
+    RunNotFoundError,
+    StaleStateError,
+    StoreError,
+    StoreUnavailableError,
+)
 from pipeline.store._engine import _NO_SYNC, _RUN_ID_MAX, _TERMINAL
 
 TERMINAL = _TERMINAL
@@ -38,6 +45,22 @@ def _as_utc(value: datetime | None) -> datetime:
 
 def _rowcount(result: Result[Any]) -> int:
     return cast(CursorResult[Any], result).rowcount
+
+
+@contextmanager
+def _available() -> Iterator[None]:
+    """A lost or refused database connection becomes StoreUnavailableError (retryable); the
+    pool has already dropped the broken connection."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        raise _unavailable(exc.orig or exc) from exc
+
+
+def _unavailable(exc: BaseException) -> StoreUnavailableError:
+    lines = str(exc).strip().splitlines()
+    return StoreUnavailableError(
+        f"database unavailable: {lines[0] if lines else type(exc).__name__}")
 
 
 def _check_same_run(run_id: str, expected: str) -> None:

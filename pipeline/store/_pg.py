@@ -21,13 +21,18 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from models.invocation import LifecycleStatus, ToolInvocation
 from models.run import LlmAttempt
-from pipeline.errors import DuplicateToolCallError, StoreError, StoreUnavailableError
+from pipeline.errors import DuplicateToolCallError, StoreError
 from pipeline.store._engine import _TERMINAL
-from pipeline.store._ops import _as_utc, _duplicate_attempt, _jsonable
+from pipeline.store._ops import (
+    _as_utc,
+    _available,
+    _duplicate_attempt,
+    _jsonable,
+    _unavailable,
+)
 
 _NOT_TERMINAL = "status NOT IN ({})".format(", ".join(f"'{s}'" for s in _TERMINAL))
 
@@ -208,17 +213,15 @@ class HotPath:
     def cursor(self) -> Iterator[Any]:
         """A cursor on a pooled connection; a lost connection drops the pool and becomes
         StoreUnavailableError (the caller's task is retried)."""
-        try:
+        with _available():
             connection = self._engine.raw_connection()
-        except (OperationalError, InterfaceError) as exc:
-            raise StoreUnavailableError(f"database unavailable: {_first_line(exc.orig)}") from exc
         cursor = connection.cursor()
         try:
             yield cursor
         except self._lost as exc:
             connection.invalidate(exc)
             self._engine.dispose()  # its siblings are likely dead too: reconnect lazily
-            raise StoreUnavailableError(f"database unavailable: {_first_line(exc)}") from exc
+            raise _unavailable(exc) from exc
         finally:
             cursor.close()
             connection.close()
@@ -254,8 +257,3 @@ class HotPath:
                 raise StoreError(f"run {run_id} already exists") from exc
             raise StoreError(f"write to run {run_id} refused: {constraint or 'integrity'}"
                              ) from exc
-
-
-def _first_line(exc: BaseException | None) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__

@@ -21,7 +21,7 @@ from uuid import uuid4
 
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
 from models.bundle import RunBundle, RunResult
@@ -30,7 +30,7 @@ from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolI
 from models.run import LlmAttempt, RunEvent, RunHead, RunRecord
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
 from models.verifier import RetryContext
-from pipeline.errors import RunNotFoundError, StaleStateError, StoreError, StoreUnavailableError
+from pipeline.errors import RunNotFoundError, StaleStateError, StoreError
 from pipeline.store import _hot, _pg
 from pipeline.store._engine import (
     _NO_SYNC,
@@ -45,6 +45,7 @@ from pipeline.store._ops import (
     _advance_values,
     _as_utc,
     _attempt,
+    _available,
     _check_same_run,
     _dump_projection,
     _duplicate_attempt,
@@ -556,26 +557,27 @@ class RunStore:
             "p_evidence_status": evidence_status.value if evidence_status else None,
             "p_projection": _dump_projection(projection), "p_error": error, "p_now": _now(),
         }
-        if self._hot is not None:
-            sql = _pg.COMPLETE_LIVE_INVOCATION if unless_cancelled else _pg.COMPLETE_INVOCATION
-            projection_json = params["p_projection"]
-            params["p_projection"] = None if projection_json is None else _pg.dumps(
-                projection_json)
-            if self._hot.rowcount(sql, params) == 1:
-                return True
-            params["p_projection"] = projection_json
-        stmt = _hot.COMPLETE_LIVE_INVOCATION if unless_cancelled else _hot.COMPLETE_INVOCATION
-        with self._connect_write() as connection:
-            if self._hot is None and connection.execute(stmt, params).rowcount == 1:
-                return True
-            found = connection.scalar(select(ToolInvocationRow.id).where(
+        if self._completed(params, unless_cancelled=unless_cancelled):
+            return True
+        with self._read() as session:
+            found = session.scalar(select(ToolInvocationRow.id).where(
                 ToolInvocationRow.run_id == run_id, ToolInvocationRow.tool_call_id == tool_call_id
             ))
-        if found is None:
-            with self._read() as session:
+            if found is None:
                 _require_run(session, run_id)
-            raise StoreError(f"no tool call {tool_call_id!r} in run {run_id}")
+                raise StoreError(f"no tool call {tool_call_id!r} in run {run_id}")
         return False
+
+    def _completed(self, params: dict[str, Any], *, unless_cancelled: bool) -> bool:
+        """The completing update, in one statement; whether it moved the call."""
+        if self._hot is not None:
+            sql = _pg.COMPLETE_LIVE_INVOCATION if unless_cancelled else _pg.COMPLETE_INVOCATION
+            projection = params["p_projection"]
+            dumped = None if projection is None else _pg.dumps(projection)
+            return self._hot.rowcount(sql, {**params, "p_projection": dumped}) == 1
+        stmt = _hot.COMPLETE_LIVE_INVOCATION if unless_cancelled else _hot.COMPLETE_INVOCATION
+        with self._connect_write() as connection:
+            return bool(connection.execute(stmt, params).rowcount == 1)
 
     def list_invocations(self, run_id: str) -> list[ToolInvocation]:
         """The run's tool calls in insertion order."""
@@ -671,16 +673,3 @@ def _head(run_id: str, status: str, version: int, node: str | None, cancel_reque
 def _invocation_rows(connection: Connection, run_id: str) -> list[ToolInvocation]:
     rows = connection.execute(_hot.SELECT_INVOCATIONS, {"p_run_id": run_id})
     return [_invocation_from(row) for row in rows]
-
-
-@contextmanager
-def _available() -> Iterator[None]:
-    """A lost or refused database connection becomes StoreUnavailableError (retryable); the
-    pool has already dropped the broken connection."""
-    try:
-        yield
-    except (OperationalError, InterfaceError) as exc:
-        first = str(exc.orig or exc).strip().splitlines()
-        raise StoreUnavailableError(
-            f"database unavailable: {first[0] if first else type(exc).__name__}"
-        ) from exc
