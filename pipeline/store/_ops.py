@@ -343,15 +343,22 @@ def _record(row: DiagnosisRunRow) -> RunRecord:
     )
 
 
-def _invocation(row: ToolInvocationRow) -> ToolInvocation:
+def _invocation(row: Any) -> ToolInvocation:
+    """A tool call from an ORM row or a Core row with the same column names."""
+    return _invocation_of(row.tool_call_id, row.tool_name, row.arguments, row.status,
+                          row.evidence_status, row.projection, row.error)
+
+
+def _invocation_of(
+    tool_call_id: str, tool_name: str, arguments: dict[str, Any], status: str,
+    evidence_status: str | None, projection: dict[str, Any] | None, error: str | None,
+) -> ToolInvocation:
     return ToolInvocation(
-        tool_call_id=row.tool_call_id,
-        tool_name=row.tool_name,
-        arguments=row.arguments,
-        status=LifecycleStatus(row.status),
-        evidence_status=EvidenceStatus(row.evidence_status) if row.evidence_status else None,
-        projection=Projection.model_validate(row.projection) if row.projection else None,
-        error=row.error,
+        tool_call_id=tool_call_id, tool_name=tool_name, arguments=arguments,
+        status=LifecycleStatus(status),
+        evidence_status=EvidenceStatus(evidence_status) if evidence_status else None,
+        projection=Projection.model_validate(projection) if projection else None,
+        error=error,
     )
 
 

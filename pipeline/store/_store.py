@@ -54,6 +54,8 @@ from pipeline.store._ops import (
     _insert_attempt,
     _insert_event,
     _insert_invocation,
+    _invocation,
+    _invocation_of,
     _invocations,
     _load_run,
     _now,
@@ -320,7 +322,7 @@ class RunStore:
             return None
         head = _head(run_id, row.run_status, row.version, row.node, row.cancel_requested,
                      row.data_source, row.session_id)
-        return head, _invocation_from(row)
+        return head, _invocation(row)
 
     def cancel_run(self, run_id: str, *, reason: str = "cancel requested") -> bool:
         """End a non-terminal run as CANCELLED, with an event; False if already terminal."""
@@ -645,24 +647,6 @@ def _write_attempts(session: Session | Connection, attempts: Sequence[LlmAttempt
         raise StoreError(_duplicate_attempt(attempts)) from exc
 
 
-def _invocation_from(row: Any) -> ToolInvocation:
-    return _invocation_of(row.tool_call_id, row.tool_name, row.arguments, row.status,
-                          row.evidence_status, row.projection, row.error)
-
-
-def _invocation_of(
-    tool_call_id: str, tool_name: str, arguments: dict[str, Any], status: str,
-    evidence_status: str | None, projection: dict[str, Any] | None, error: str | None,
-) -> ToolInvocation:
-    return ToolInvocation(
-        tool_call_id=tool_call_id, tool_name=tool_name, arguments=arguments,
-        status=LifecycleStatus(status),
-        evidence_status=EvidenceStatus(evidence_status) if evidence_status else None,
-        projection=Projection.model_validate(projection) if projection else None,
-        error=error,
-    )
-
-
 def _head(run_id: str, status: str, version: int, node: str | None, cancel_requested: bool,
           data_source: str | None, session_id: str | None) -> RunHead:
     return RunHead(run_id=run_id, status=RunStatus(status), version=version, node=node,
@@ -672,4 +656,4 @@ def _head(run_id: str, status: str, version: int, node: str | None, cancel_reque
 
 def _invocation_rows(connection: Connection, run_id: str) -> list[ToolInvocation]:
     rows = connection.execute(_hot.SELECT_INVOCATIONS, {"p_run_id": run_id})
-    return [_invocation_from(row) for row in rows]
+    return [_invocation(row) for row in rows]
