@@ -37,6 +37,7 @@ from bench.runtime import (  # noqa: E402
     _create_schema,
     _drop_schema,
     _flush_redis,
+    _Worker,
     log,
 )
 
@@ -104,7 +105,9 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
     query = load_scenario(Path(source)).meta.question
     runtime = build_runtime()
     client = VerityClient(runtime)
-    with _ClaudeWorker(args.concurrency) as worker:
+    # the worker as bench/runtime.py starts it, on this process's environment: the Claude
+    # agents against the fake server
+    with _Worker(args.concurrency, factory=None, include_bare=False) as worker:
         log(f"worker ready (threads {args.concurrency}); warm-up run")
         _single(client, query, source)  # loads the scenario and the HTTP client in the worker
         singles = [_single(client, query, source) for _ in range(max(args.single, 1))]
@@ -259,45 +262,6 @@ def _sample_queues(broker: Any, peaks: dict[str, int]) -> None:
     pipe.hlen("unacked")
     for name, value in zip((*QUEUES, "unacked"), pipe.execute(), strict=True):
         peaks[name] = max(peaks[name], int(value))
-
-
-class _ClaudeWorker:
-    """`celery worker` as bench/runtime.py starts it (what `verity worker` runs), on this
-    process's environment: the Claude agents against the fake server."""
-
-    def __init__(self, concurrency: int) -> None:
-        self.concurrency = concurrency
-        self.process: Any = None
-        self.log = Path(f"/tmp/verity-bench-llm-worker-{os.getpid()}.log")
-
-    def __enter__(self) -> _ClaudeWorker:
-        import subprocess
-
-        env = dict(os.environ)
-        env.pop("VERITY_RUNTIME_FACTORY", None)
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "--app", "tasks.app", "worker",
-                 "--pool", "threads", "--concurrency", str(self.concurrency),
-                 "--queues", "control,llm,tools", "--task-events", "--without-gossip",
-                 "--without-mingle", "--loglevel", "INFO"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 30
-        while b"ready." not in self.log.read_bytes():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"worker did not start: {self.log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.process.terminate()
-        self.process.wait(30)
-
-    def peak_rss_mb(self) -> float:
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        line = next(x for x in status.splitlines() if x.startswith("VmHWM:"))
-        return int(line.split()[1]) / 1024
 
 
 if __name__ == "__main__":

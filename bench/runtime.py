@@ -96,11 +96,14 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
 
 
 class _Worker:
-    """`celery worker` as `verity worker` runs it, plus the bare baseline's tasks."""
+    """`celery worker` as `verity worker` runs it (threads pool, all three queues, task
+    events), plus the bare baseline's tasks when `include_bare`."""
 
-    def __init__(self, concurrency: int, *, factory: str | None) -> None:
+    def __init__(self, concurrency: int, *, factory: str | None,
+                 include_bare: bool = True) -> None:
         self.concurrency = concurrency
         self.factory = factory
+        self.include_bare = include_bare
         self.process: subprocess.Popen[bytes] | None = None
         self.log = Path(f"/tmp/verity-bench-worker-{os.getpid()}.log")
 
@@ -109,12 +112,13 @@ class _Worker:
         env.pop("VERITY_RUNTIME_FACTORY", None)
         if self.factory:
             env["VERITY_RUNTIME_FACTORY"] = self.factory
+        extra = ["--include", "bench.bare_tasks"] if self.include_bare else []
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "celery", "--app", "tasks.app", "worker",
                  "--pool", "threads", "--concurrency", str(self.concurrency),
                  "--queues", "control,llm,tools", "--task-events", "--without-gossip",
-                 "--without-mingle", "--loglevel", "INFO", "--include", "bench.bare_tasks"],
+                 "--without-mingle", "--loglevel", "INFO", *extra],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 30
@@ -130,15 +134,17 @@ class _Worker:
         self.process.wait(30)
 
     def peak_rss_mb(self) -> float:
-        assert self.process is not None
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        line = next(x for x in status.splitlines() if x.startswith("VmHWM:"))
-        return int(line.split()[1]) / 1024
+        """The worker's peak resident memory (VmHWM)."""
+        return self._status_mb("VmHWM:")
 
     def rss_mb(self) -> float:
+        """The worker's resident memory now (VmRSS)."""
+        return self._status_mb("VmRSS:")
+
+    def _status_mb(self, key: str) -> float:
         assert self.process is not None
         status = Path(f"/proc/{self.process.pid}/status").read_text()
-        line = next(x for x in status.splitlines() if x.startswith("VmRSS:"))
+        line = next(x for x in status.splitlines() if x.startswith(key))
         return int(line.split()[1]) / 1024
 
 
