@@ -20,6 +20,9 @@ task_acks_late = True
 task_reject_on_worker_lost = True
 worker_prefetch_multiplier = 1
 worker_send_task_events = True
+# Every thread that dispatches a node or a tool chord borrows a producer (a broker connection)
+# from this pool; Celery's default of 10 makes a worker of a hundred threads queue for them.
+broker_pool_limit = int(os.environ.get("VERITY_BROKER_POOL_LIMIT", "128"))
 task_send_sent_event = True
 # Run state lives in the database; a STARTED result per task would be a wasted write.
 task_track_started = False

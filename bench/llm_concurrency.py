@@ -87,7 +87,12 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=100, help="runs submitted at once")
     parser.add_argument("--latency", type=float, default=1.0,
                         help="seconds the fake server waits before every answer")
-    parser.add_argument("--concurrency", type=int, default=100, help="worker threads")
+    parser.add_argument("--concurrency", type=int, default=100,
+                        help="worker threads on the host, over all processes")
+    parser.add_argument("--workers", default="",
+                        help="worker processes as QUEUES=THREADS separated by spaces, e.g. "
+                             "'llm=50 llm=50 control,tools=8' (default: one process, all "
+                             "queues, --concurrency threads)")
     parser.add_argument("--scenario", default=SCENARIO, help="the scenario every run diagnoses")
     parser.add_argument("--single", type=int, default=2,
                         help="runs measured one at a time for the single-run latency")
@@ -107,17 +112,20 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
     client = VerityClient(runtime)
     # the worker as bench/runtime.py starts it, on this process's environment: the Claude
     # agents against the fake server
-    with _Worker(args.concurrency, factory=None, include_bare=False) as worker:
-        log(f"worker ready (threads {args.concurrency}); warm-up run")
+    groups = _groups(args.workers) if args.workers else None
+    with _Worker(args.concurrency, factory=None, include_bare=False, groups=groups) as worker:
+        log(f"workers ready ({worker.groups}); warm-up run")
         _single(client, query, source)  # loads the scenario and the HTTP client in the worker
         singles = [_single(client, query, source) for _ in range(max(args.single, 1))]
         log(f"single-run latency {statistics.median(singles):.3f}s; "
             f"submitting {args.runs} runs")
-        cpu_before = _cpu_s(worker.process.pid), _cpu_s(fake_pid), time.process_time()
+        cpu_before = [_cpu_s(pid) for pid in worker.pids], _cpu_s(fake_pid), time.process_time()
         batch = _batch(client, args.runs, query, source, args.timeout)
-        cpu_after = _cpu_s(worker.process.pid), _cpu_s(fake_pid), time.process_time()
+        cpu_after = [_cpu_s(pid) for pid in worker.pids], _cpu_s(fake_pid), time.process_time()
         peak_rss = worker.peak_rss_mb()
-    cpu = [round(b - a, 2) for a, b in zip(cpu_before, cpu_after, strict=True)]
+    per_worker = [round(b - a, 2) for a, b in zip(cpu_before[0], cpu_after[0], strict=True)]
+    cpu = [round(sum(per_worker), 2)] + [round(b - a, 2) for a, b in
+                                         zip(cpu_before[1:], cpu_after[1:], strict=True)]
     attempts = {run_id: runtime.store.list_attempts(run_id) for run_id in batch["run_ids"]}
     records = [client.get(run_id) for run_id in batch["run_ids"]]
     runtime.store.close()
@@ -137,6 +145,7 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
         "benchmark": "llm_concurrency", "python": sys.version.split()[0],
         "cpu_count": os.cpu_count(),
         "worker": {"pool": "threads", "concurrency": args.concurrency,
+                   "processes": args.workers or "control,llm,tools=concurrency",
                    "queues": "control,llm,tools", "provider": "anthropic",
                    "broker": "redis", "database": "postgresql",
                    "prefetch_multiplier": _prefetch_multiplier()},
@@ -169,7 +178,8 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
             "last_finished_after_s": round(batch["last_finished_s"], 3),
             "run_latency_s": _spread(run_s),
             "model_call_latency_ms": _spread(model_ms),
-            "cpu_s": {"worker": cpu[0], "fake_server": cpu[1], "this_process": cpu[2]},
+            "cpu_s": {"worker": cpu[0], "per_worker_process": per_worker,
+                      "fake_server": cpu[1], "this_process": cpu[2]},
             "worker_cpu_s_per_run": round(cpu[0] / args.runs, 4),
             "worker_cores_busy": round(cpu[0] / batch["elapsed_s"], 3),
             "worker_cpu_ceiling_runs_per_s": round(args.runs / cpu[0], 3) if cpu[0] else None,
@@ -177,10 +187,39 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
             "peak_unacked": batch["queues"]["unacked"],
             "prefetch_limit": args.concurrency * _prefetch_multiplier(),
         },
+        "gaps_between_model_calls_ms": _gaps(attempts, records),
         "statuses": dict(collections.Counter(statuses)),
         "all_statuses": statuses,
         "worker_peak_rss_mb": round(peak_rss, 1),
     }
+
+
+def _gaps(attempts: dict[str, list[Any]], records: list[Any]) -> dict[str, dict[str, float]]:
+    """Per transition, the time from one model call's end (its row's commit) to the next
+    call's start: queueing, the node's reads and writes, the tools and deterministic nodes
+    between them. `start` is from submit to the first call, `end` from the last to finish."""
+    by_run = {r.run_id: r for r in records}
+    gaps: dict[str, list[float]] = collections.defaultdict(list)
+    for run_id, rows in attempts.items():
+        rows = sorted(rows, key=lambda a: a.created_at)
+        record = by_run[run_id]
+        previous, label = record.created_at, "start"
+        for row in rows:
+            began = row.created_at.timestamp() - row.latency_ms / 1000
+            gaps[f"{label}->{row.role}"].append((began - previous.timestamp()) * 1000)
+            previous, label = row.created_at, row.role
+        if record.finished_at is not None:
+            gaps[f"{label}->end"].append(
+                (record.finished_at.timestamp() - previous.timestamp()) * 1000)
+    return {name: _spread(values) for name, values in gaps.items()}
+
+
+def _groups(spec: str) -> list[tuple[str, int]]:
+    groups = []
+    for item in spec.split():
+        queues, _, threads = item.rpartition("=")
+        groups.append((queues, int(threads)))
+    return groups
 
 
 def _prefetch_multiplier() -> int:

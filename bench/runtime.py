@@ -96,16 +96,18 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
 
 
 class _Worker:
-    """`celery worker` as `verity worker` runs it (threads pool, all three queues, task
-    events), plus the bare baseline's tasks when `include_bare`."""
+    """`celery worker` as `verity worker` runs it (threads pool, task events): one process per
+    `(queues, threads)` group on this host, plus the bare baseline's tasks when
+    `include_bare`. The default group is one process on all three queues."""
 
-    def __init__(self, concurrency: int, *, factory: str | None,
-                 include_bare: bool = True) -> None:
-        self.concurrency = concurrency
+    def __init__(self, concurrency: int, *, factory: str | None, include_bare: bool = True,
+                 groups: list[tuple[str, int]] | None = None) -> None:
+        self.groups = groups or [("control,llm,tools", concurrency)]
         self.factory = factory
         self.include_bare = include_bare
-        self.process: subprocess.Popen[bytes] | None = None
-        self.log = Path(f"/tmp/verity-bench-worker-{os.getpid()}.log")
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.logs = [Path(f"/tmp/verity-bench-worker-{os.getpid()}-{i}.log")
+                     for i in range(len(self.groups))]
 
     def __enter__(self) -> _Worker:
         env = dict(os.environ)
@@ -113,39 +115,51 @@ class _Worker:
         if self.factory:
             env["VERITY_RUNTIME_FACTORY"] = self.factory
         extra = ["--include", "bench.bare_tasks"] if self.include_bare else []
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "--app", "tasks.app", "worker",
-                 "--pool", "threads", "--concurrency", str(self.concurrency),
-                 "--queues", "control,llm,tools", "--task-events", "--without-gossip",
-                 "--without-mingle", "--loglevel", "INFO", *extra],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            )
+        for i, ((queues, threads), log_path) in enumerate(
+                zip(self.groups, self.logs, strict=True)):
+            with log_path.open("wb") as out:
+                self.processes.append(subprocess.Popen(
+                    [sys.executable, "-m", "celery", "--app", "tasks.app", "worker",
+                     "--pool", "threads", "--concurrency", str(threads),
+                     "--hostname", f"bench{i}@%h",
+                     "--queues", queues, "--task-events", "--without-gossip",
+                     "--without-mingle", "--loglevel", "INFO", *extra],
+                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                ))
         deadline = time.monotonic() + 30
-        while b"ready." not in self.log.read_bytes():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"worker did not start: {self.log.read_text()[-2000:]}")
-            time.sleep(0.1)
+        for process, log_path in zip(self.processes, self.logs, strict=True):
+            while b"ready." not in log_path.read_bytes():
+                if process.poll() is not None or time.monotonic() > deadline:
+                    self.__exit__()
+                    raise SystemExit(f"worker did not start: {log_path.read_text()[-2000:]}")
+                time.sleep(0.1)
         return self
 
     def __exit__(self, *_: object) -> None:
-        assert self.process is not None
-        self.process.terminate()
-        self.process.wait(30)
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.wait(30)
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes]
 
     def peak_rss_mb(self) -> float:
-        """The worker's peak resident memory (VmHWM)."""
+        """The workers' peak resident memory (VmHWM), summed."""
         return self._status_mb("VmHWM:")
 
     def rss_mb(self) -> float:
-        """The worker's resident memory now (VmRSS)."""
+        """The workers' resident memory now (VmRSS), summed."""
         return self._status_mb("VmRSS:")
 
     def _status_mb(self, key: str) -> float:
-        assert self.process is not None
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        line = next(x for x in status.splitlines() if x.startswith(key))
-        return int(line.split()[1]) / 1024
+        total = 0
+        for pid in self.pids:
+            status = Path(f"/proc/{pid}/status").read_text()
+            line = next(x for x in status.splitlines() if x.startswith(key))
+            total += int(line.split()[1])
+        return total / 1024
 
 
 def _compare(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
