@@ -1,19 +1,23 @@
 """LLM-concurrency benchmark: runs on the Claude agents against a fake Messages API at 1 s a call.
 
 The fake Anthropic server (`python -m fake_anthropic`, another process) answers every role as
-Claude would (`tests.providers.claude_like`) after `--latency` seconds. One worker process runs
-as `bench/runtime.py` starts it (threads pool, all three queues) with the Claude agents
-(VERITY_PROVIDER=anthropic, ANTHROPIC_BASE_URL=the fake) on Redis database 13 and a fresh
-PostgreSQL schema. One run alone gives the single-run latency; then `--runs` runs of one
-scenario are submitted at once and watched with one query every 50 ms until all have ended.
+Claude would (`tests.providers.claude_like`) after `--latency` seconds. The worker processes
+are started as `verity worker` runs them (threads pool, task events) in the layout the README
+recommends: one process of `--concurrency` threads on the llm queue and two of 16 threads on
+control,tools (`--workers` gives another), with the Claude agents (VERITY_PROVIDER=anthropic,
+ANTHROPIC_BASE_URL=the fake) on Redis database 13 and a fresh PostgreSQL schema. One run alone
+gives the single-run latency; then `--runs` runs of one scenario are submitted at once and
+watched with one query every 50 ms until all have ended.
 
     achieved = runs / seconds from the first submit until all were seen terminal
     ideal    = min(concurrency, runs) / (model calls per run x latency)
 
-the model calls per run being counted from the runs' stored llm_attempt rows (planner, each
+concurrency being the threads that serve the llm queue (every model call holds one) and the
+model calls per run being counted from the runs' stored llm_attempt rows (planner, each
 executor turn, verifier, composer: each waits for the one before it). Prints one JSON object.
 
     python bench/llm_concurrency.py [--runs 100] [--latency 1.0] [--concurrency 100]
+                                    [--workers 'control,llm,tools=100']
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ TARGET = 0.9
 POLL_S = 0.05
 ROLES = ("planner", "executor", "verifier", "composer", "knowledge")
 QUEUES = ("control", "llm", "tools")
+# The layout the README recommends: the model calls' threads in one process, the short control
+# and tool tasks in two others, so a tool chord never waits behind a model call.
+DEFAULT_WORKERS = "llm={concurrency} control,tools=16 control,tools=16"
 RESPONDERS = {role: f"tests.providers.claude_like:{role}" for role in ROLES}
 
 
@@ -88,17 +95,19 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--latency", type=float, default=1.0,
                         help="seconds the fake server waits before every answer")
     parser.add_argument("--concurrency", type=int, default=100,
-                        help="worker threads on the host, over all processes")
+                        help="threads of the llm-queue worker (the default layout)")
     parser.add_argument("--workers", default="",
                         help="worker processes as QUEUES=THREADS separated by spaces, e.g. "
-                             "'llm=50 llm=50 control,tools=8' (default: one process, all "
-                             "queues, --concurrency threads)")
+                             "'control,llm,tools=100' for one process on every queue (default: "
+                             f"'{DEFAULT_WORKERS}')")
     parser.add_argument("--scenario", default=SCENARIO, help="the scenario every run diagnoses")
     parser.add_argument("--single", type=int, default=2,
                         help="runs measured one at a time for the single-run latency")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds to wait for the batch")
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.groups = _groups(args.workers or DEFAULT_WORKERS.format(concurrency=args.concurrency))
+    return args
 
 
 def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
@@ -112,8 +121,9 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
     client = VerityClient(runtime)
     # the worker as bench/runtime.py starts it, on this process's environment: the Claude
     # agents against the fake server
-    groups = _groups(args.workers) if args.workers else None
-    with _Worker(args.concurrency, factory=None, include_bare=False, groups=groups) as worker:
+    groups = args.groups
+    llm_threads = sum(threads for queues, threads in groups if "llm" in queues.split(","))
+    with _Worker(llm_threads, factory=None, include_bare=False, groups=groups) as worker:
         log(f"workers ready ({worker.groups}); warm-up run")
         _single(client, query, source)  # loads the scenario and the HTTP client in the worker
         singles = [_single(client, query, source) for _ in range(max(args.single, 1))]
@@ -133,7 +143,7 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
     per_role = collections.Counter(a.role for rows in attempts.values() for a in rows)
     mean_calls = statistics.fmean(calls)
     serial_s = mean_calls * args.latency
-    in_flight = min(args.concurrency, args.runs)
+    in_flight = min(llm_threads, args.runs)
     ideal = in_flight / serial_s if serial_s > 0 else None
     achieved = args.runs / batch["elapsed_s"]
     efficiency = achieved / ideal if ideal else None
@@ -144,8 +154,9 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
     return {
         "benchmark": "llm_concurrency", "python": sys.version.split()[0],
         "cpu_count": os.cpu_count(),
-        "worker": {"pool": "threads", "concurrency": args.concurrency,
-                   "processes": args.workers or "control,llm,tools=concurrency",
+        "worker": {"pool": "threads", "concurrency": llm_threads,
+                   "concurrency_is": "threads serving the llm queue, over all processes",
+                   "processes": [{"queues": q, "threads": t} for q, t in groups],
                    "queues": "control,llm,tools", "provider": "anthropic",
                    "broker": "redis", "database": "postgresql",
                    "prefetch_multiplier": _prefetch_multiplier()},
@@ -185,7 +196,7 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
             "worker_cpu_ceiling_runs_per_s": round(args.runs / cpu[0], 3) if cpu[0] else None,
             "peak_waiting_in_broker": {q: batch["queues"][q] for q in QUEUES},
             "peak_unacked": batch["queues"]["unacked"],
-            "prefetch_limit": args.concurrency * _prefetch_multiplier(),
+            "prefetch_limit": [t * _prefetch_multiplier() for _, t in groups],
         },
         "gaps_between_model_calls_ms": _gaps(attempts, records),
         "statuses": dict(collections.Counter(statuses)),
@@ -215,10 +226,17 @@ def _gaps(attempts: dict[str, list[Any]], records: list[Any]) -> dict[str, dict[
 
 
 def _groups(spec: str) -> list[tuple[str, int]]:
+    """`'llm=100 control,tools=16'` → `[("llm", 100), ("control,tools", 16)]`."""
     groups = []
     for item in spec.split():
         queues, _, threads = item.rpartition("=")
+        known = set(queues.split(",")) <= set(QUEUES)
+        if not queues or not known or not threads.isdigit() or int(threads) < 1:
+            raise SystemExit(f"--workers: {item!r} is not QUEUES=THREADS with queues among "
+                             f"{','.join(QUEUES)} and at least one thread")
         groups.append((queues, int(threads)))
+    if not any("llm" in queues.split(",") for queues, _ in groups):
+        raise SystemExit("--workers: no process consumes the llm queue")
     return groups
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from contextlib import ExitStack
@@ -162,17 +163,34 @@ def scenarios(
         out.print(f"[bold]{info.name}[/bold]  {info.question}", highlight=False)
 
 
+QUEUES = ("control", "llm", "tools")
+"""The queues of `celeryconfig.task_routes`."""
+
+
 def worker(
     queues: Annotated[str, typer.Option(help="Queues to consume.")] = "control,llm,tools",
     concurrency: Annotated[int, typer.Option(help="Threads.")] = 8,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "INFO",
+    hostname: Annotated[str | None, typer.Option(
+        help="Node name (default verity-<queues>-<pid>@<host>, unique per process).")] = None,
 ) -> None:
     """Run a Celery worker for VERITY_BROKER_URL (threads pool, task events on)."""
     if not VeritySettings().broker_url:
         raise ConfigurationError("set VERITY_BROKER_URL (e.g. redis://127.0.0.1:6379/0)")
+    names = [q.strip() for q in queues.split(",") if q.strip()]
+    unknown = sorted(set(names) - set(QUEUES))
+    if not names or unknown:
+        raise ConfigurationError(
+            f"--queues: {', '.join(unknown) or 'none given'}; choose among {', '.join(QUEUES)}")
+    if concurrency < 1:
+        raise ConfigurationError("--concurrency must be at least 1")
     from tasks.app import app
 
+    # Several workers on one host (one per queue group) need names of their own for Flower
+    # and remote control; Celery's default (celery@<host>) would be shared.
+    node = hostname or f"verity-{'-'.join(names)}-{os.getpid()}@%h"
     app.worker_main([
-        "worker", "--pool", "threads", "--concurrency", str(concurrency), "--queues", queues,
+        "worker", "--pool", "threads", "--concurrency", str(concurrency),
+        "--queues", ",".join(names), "--hostname", node,
         "--loglevel", loglevel, "--task-events", "--without-gossip", "--without-mingle",
     ])

@@ -94,13 +94,17 @@ def test_bench_smoke__llm_concurrency_tiny(redis_url: str, postgres_server_url: 
     env |= {"VERITY_BENCH_REDIS_URL": f"{redis_url.rsplit('/', 1)[0]}/13",
             "VERITY_TEST_POSTGRES_URL": postgres_server_url}
     report = _bench("llm_concurrency.py", "--runs", "4", "--latency", "0.2",
-                    "--concurrency", "4", "--single", "1", "--timeout", "120", env=env)
+                    "--workers", "llm=3 llm=1 control,tools=2", "--single", "1",
+                    "--timeout", "120", env=env)
     assert {"benchmark", "worker", "fake_server", "scenario", "runs", "model_calls_per_run",
             "serial_model_latency_s", "single_run_latency_s", "ideal_runs_per_s",
             "ideal_formula", "achieved_runs_per_s", "efficiency", "target_efficiency",
             "meets_target", "batch", "statuses", "all_statuses",
-            "worker_peak_rss_mb"} <= set(report)
-    assert report["worker"]["concurrency"] == 4 and report["runs"] == 4
+            "worker_peak_rss_mb", "gaps_between_model_calls_ms"} <= set(report)
+    assert report["worker"]["concurrency"] == 4 and report["runs"] == 4  # llm threads
+    assert report["worker"]["processes"] == [{"queues": "llm", "threads": 3},
+                                             {"queues": "llm", "threads": 1},
+                                             {"queues": "control,tools", "threads": 2}]
     assert report["fake_server"]["latency_s"] == 0.2
     assert report["all_statuses"] == ["SUCCESS"] * 4 and report["statuses"] == {"SUCCESS": 4}
     calls = report["model_calls_per_run"]
@@ -116,5 +120,12 @@ def test_bench_smoke__llm_concurrency_tiny(redis_url: str, postgres_server_url: 
     assert isinstance(report["meets_target"], bool)
     batch = report["batch"]
     assert batch["model_call_latency_ms"]["min"] >= 200
-    assert batch["cpu_s"]["worker"] > 0 and batch["prefetch_limit"] == 4
+    per_process = batch["cpu_s"]["per_worker_process"]
+    assert len(per_process) == 3 and all(cpu > 0 for cpu in per_process)
+    assert batch["cpu_s"]["worker"] == pytest.approx(sum(per_process), abs=0.02)
+    assert batch["prefetch_limit"] == [3, 1, 2]
+    gaps = report["gaps_between_model_calls_ms"]
+    assert {"start->planner", "planner->executor", "executor->verifier",
+            "verifier->composer", "composer->end"} <= set(gaps)
+    assert all(g["min"] >= -50 for g in gaps.values())  # commit times vs. call starts
     assert report["worker_peak_rss_mb"] > 0

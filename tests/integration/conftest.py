@@ -61,14 +61,15 @@ class Workers:
     log_dir: Path
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, *, faults: str = "", concurrency: int = 4) -> subprocess.Popen[bytes]:
+    def start(self, *, faults: str = "", concurrency: int = 4,
+              queues: str = "control,llm,tools") -> subprocess.Popen[bytes]:
         """Start `verity worker` and wait until it consumes."""
         log = self.log_dir / f"worker-{len(self.processes)}.log"
         env = {**self.env, "VERITY_FAULTS": faults}
         with log.open("wb") as out:
             process = subprocess.Popen(
                 [sys.executable, "-m", "cli.main", "worker", "--concurrency", str(concurrency),
-                 "--loglevel", "INFO"],
+                 "--queues", queues, "--loglevel", "INFO"],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
             )
         self.processes.append(process)

@@ -73,6 +73,29 @@ def _version_of(store: RunStore, run_id: str, node: str) -> int:
     return next(i for i, e in enumerate(commits) if e.node == node)
 
 
+def test_a_worker_per_queue_group(
+    workers: Workers, runtime_env: dict[str, str], run_store: RunStore
+) -> None:
+    """The README's production layout: model calls on one worker, control and tools on
+    another; each consumes only its queues and has a node name of its own."""
+    llm = workers.start(queues="llm", concurrency=6)
+    short = workers.start(queues="control,tools", concurrency=3)
+    run_ids = [_submit(runtime_env) for _ in range(2)]
+    for run_id in run_ids:
+        _terminal(run_store, run_id)
+        assert run_store.get_run(run_id).status is RunStatus.SUCCESS
+        _assert_exactly_once(run_store, run_id)
+    llm_log, short_log = (workers.log_dir / f"worker-{i}.log" for i in range(2))
+    ran_llm = llm_log.read_text()
+    ran_short = short_log.read_text()
+    assert f"verity-llm-{llm.pid}@" in ran_llm
+    assert f"verity-control-tools-{short.pid}@" in ran_short
+    for node in ("plan", "execute", "verify", "compose"):
+        assert f"verity.node.{node}[" in ran_llm and f"verity.node.{node}[" not in ran_short
+    for task in ("verity.node.tool[", "verity.node.gatekeep[", "verity.run.coordinate["):
+        assert task in ran_short and task not in ran_llm
+
+
 def test_producer_api_events_and_wait(
     workers: Workers, runtime_env: dict[str, str], run_store: RunStore
 ) -> None:
