@@ -2,16 +2,21 @@
 
 The canonical Verifier input (`canonical_bytes(VerifierInput)`) is what is hashed, stored and
 audited; it repeats, on every evidence item, the source invocation's tool name, evidence status
-and query scope. The model reads a view of the same bytes in which each source invocation is
-written once with its evidence underneath:
+and query scope, and an excerpt bound to several claims once per claim. The model reads a view
+of the same bytes in which each source invocation is written once with its excerpts
+underneath, each excerpt once with the evidence ids and claims it is bound to:
 
     "verified_evidence": [{"invocation_id", "tool_name", "evidence_status", "scope",
-                           "evidence": [{"evidence_id", "claim_id", "path", "matched_text"}]}]
+                           "evidence": [{"path", "matched_text",
+                                         "cited_by": {evidence_id: claim_id, ...}}]}]
 
-Every evidence item still carries, through its source, its claim id, source invocation id,
-tool name, raw path and matched text; nothing is dropped (`verifier_input_from_view` rebuilds
-the canonical bytes exactly), and the view of the same bytes is always the same text, so a
-technical retry sends byte-identical input. Null fields are left out of the view.
+An excerpt of the source's own scope (a `$.scope.…` path whose matched text is the scope's
+value there, as NO_EVIDENCE bindings are) leaves `matched_text` out: it is in `scope`. Every
+evidence item still carries, through its source and excerpt, its evidence id, claim id, source
+invocation id, tool name, raw path and matched text; nothing is dropped
+(`verifier_input_from_view` rebuilds the canonical bytes exactly), and the view of the same
+bytes is always the same text, so a technical retry sends byte-identical input. Null fields
+are left out of the view.
 
 Answer-tool schemas are the contracts' JSON Schemas without the keywords a model does not need
 (`title`, null defaults) and without fields the pipeline derives itself (the Verifier's
@@ -29,7 +34,7 @@ from pydantic import BaseModel
 JSON = dict[str, Any]
 
 _EVIDENCE_SOURCE = ("invocation_id", "tool_name", "evidence_status", "scope")
-_EVIDENCE_ITEM = ("evidence_id", "claim_id", "path", "matched_text")
+_SCOPE_PATH = "$.scope."
 _DERIVED_FIELDS = {"VerifierOutput": ("facts_checked",)}
 """Output fields the pipeline computes itself: not asked of the model."""
 
@@ -45,13 +50,23 @@ def model_view(role: str, payload: bytes) -> str:
         return payload.decode("utf-8")
     document = json.loads(payload)
     sources: dict[str, JSON] = {}
+    excerpts: dict[tuple[str, str, str], JSON] = {}
     for item in document.get("verified_evidence") or []:
         source = sources.get(item["invocation_id"])
         if source is None:
             source = {key: item[key] for key in _EVIDENCE_SOURCE}
             source["evidence"] = []
             sources[item["invocation_id"]] = source
-        source["evidence"].append({key: item[key] for key in _EVIDENCE_ITEM})
+        key = (item["invocation_id"], item["path"], item["matched_text"])
+        excerpt = excerpts.get(key)
+        if excerpt is None:
+            excerpt = {"path": item["path"]}
+            if _in_scope(source["scope"], item["path"]) != item["matched_text"]:
+                excerpt["matched_text"] = item["matched_text"]
+            excerpt["cited_by"] = {}
+            excerpts[key] = excerpt
+            source["evidence"].append(excerpt)
+        excerpt["cited_by"][item["evidence_id"]] = item["claim_id"]
     document["verified_evidence"] = list(sources.values())
     return dumps(_without_nulls(document))
 
@@ -63,13 +78,29 @@ def verifier_input_from_view(text: str) -> bytes:
 
     document = json.loads(text)
     items = [
-        {**{key: source[key] for key in _EVIDENCE_SOURCE}, **item}
+        {**{key: source.get(key) for key in _EVIDENCE_SOURCE},
+         "evidence_id": evidence_id, "claim_id": claim_id, "path": excerpt["path"],
+         "matched_text": excerpt["matched_text"] if "matched_text" in excerpt
+         else _in_scope(source.get("scope"), excerpt["path"])}
         for source in document.get("verified_evidence") or []
-        for item in source["evidence"]
+        for excerpt in source["evidence"]
+        for evidence_id, claim_id in excerpt["cited_by"].items()
     ]
     items.sort(key=lambda item: _evidence_number(item["evidence_id"]))
     document["verified_evidence"] = items
     return canonical_bytes(VerifierInput.model_validate(document))
+
+
+def _in_scope(scope: Any, path: str) -> str | None:
+    """The string at a `$.scope.a.b` path of a source's scope, or None."""
+    if not path.startswith(_SCOPE_PATH):
+        return None
+    value = scope
+    for part in path[len(_SCOPE_PATH):].split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value if isinstance(value, str) else None
 
 
 def _evidence_number(evidence_id: str) -> tuple[int, str]:

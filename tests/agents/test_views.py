@@ -23,10 +23,27 @@ from pipeline.verifier_input import build_verifier_input
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "samples" / "bundles").glob("*.json"))
 
 
+def _scenario_bundles() -> list[tuple[str, RunBundle]]:
+    """The offline investigation of every shipped diagnosis scenario, as a bundle."""
+    from pipeline.agents.investigator import run_in_process
+    from pipeline.scenarios import default_scenarios_dir, list_scenarios, load_scenario
+    from pipeline.tools import default_registry
+
+    bundles = []
+    for info in list_scenarios(default_scenarios_dir()):
+        scenario = load_scenario(default_scenarios_dir() / info.name)
+        loop = run_in_process(scenario.meta.question, source=scenario,
+                              registry=default_registry(), known_services=scenario.services)
+        bundles.append((info.name, RunBundle(query=scenario.meta.question, intent=loop.plan.intent,
+                                             invocations=loop.invocations,
+                                             executor_output_raw=loop.final_output)))
+    return bundles
+
+
 def _verifier_payloads() -> list[object]:
     params = []
-    for path in SAMPLES:
-        bundle = RunBundle.model_validate_json(path.read_text())
+    named = [(path.stem, RunBundle.model_validate_json(path.read_text())) for path in SAMPLES]
+    for name, bundle in named + _scenario_bundles():
         document = parse_executor_output(bundle.executor_output_raw).document
         if document is None:
             continue
@@ -34,7 +51,7 @@ def _verifier_payloads() -> list[object]:
         if outcome.result.severity.ceiling is None:
             continue
         payload = canonical_bytes(build_verifier_input(outcome, query=bundle.query))
-        params.append(pytest.param(payload, id=path.stem))
+        params.append(pytest.param(payload, id=name))
     return params
 
 
@@ -47,10 +64,45 @@ def test_verifier_view__rebuilds_the_canonical_bytes_exactly(payload: bytes) -> 
     document = json.loads(view)
     canonical = json.loads(payload)
     assert set(document) == set(canonical) - {k for k, v in canonical.items() if v is None}
+    cited = 0
     for source in document["verified_evidence"]:
         assert {"invocation_id", "tool_name", "evidence_status", "scope"} <= set(source)
-        for item in source["evidence"]:
-            assert set(item) == {"evidence_id", "claim_id", "path", "matched_text"}
+        seen = set()
+        for excerpt in source["evidence"]:
+            assert set(excerpt) in ({"path", "matched_text", "cited_by"}, {"path", "cited_by"})
+            key = (excerpt["path"], excerpt.get("matched_text"))
+            assert excerpt["cited_by"] and key not in seen
+            seen.add(key)
+            cited += len(excerpt["cited_by"])
+    assert cited == len(canonical["verified_evidence"])  # every binding, once
+
+
+def _binding(n: int, claim: str, path: str, text: str, source: str = "toolu_1") -> dict:
+    return {"evidence_id": f"E{n}", "claim_id": claim, "invocation_id": source,
+            "tool_name": "search_logs", "evidence_status": "NO_EVIDENCE", "path": path,
+            "matched_text": text,
+            "scope": {"service": "payment-db", "filter": None,
+                      "window": {"start": "2026-11-30T13:00:00Z", "end": "2026-11-30T15:00:00Z"}}}
+
+
+def test_verifier_view__an_excerpt_is_written_once_and_scope_values_are_not_repeated() -> None:
+    canonical = {"verified_evidence": [
+        _binding(1, "c1", "$.summary", "0 lines"),
+        _binding(2, "c2", "$.summary", "0 lines"),  # the same excerpt, another claim
+        _binding(3, "c2", "$.scope.service", "payment-db"),  # the scope's own value
+        _binding(4, "c3", "$.scope.window.start", "2026-11-30T13:00"),  # not the scope's value
+        _binding(5, "c3", "$.scope.service", "payment-db", source="toolu_2"),
+    ]}
+    view = json.loads(model_view("verifier", json.dumps(canonical).encode()))
+    first, second = view["verified_evidence"]
+    assert first["evidence"] == [
+        {"path": "$.summary", "matched_text": "0 lines", "cited_by": {"E1": "c1", "E2": "c2"}},
+        {"path": "$.scope.service", "cited_by": {"E3": "c2"}},
+        {"path": "$.scope.window.start", "matched_text": "2026-11-30T13:00",
+         "cited_by": {"E4": "c3"}},
+    ]
+    assert "filter" not in first["scope"]  # nulls are left out
+    assert second["evidence"] == [{"path": "$.scope.service", "cited_by": {"E5": "c3"}}]
 
 
 def test_other_roles_read_the_canonical_bytes() -> None:
