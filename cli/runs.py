@@ -16,7 +16,7 @@ from cli.render import print_result
 from models.bundle import RunResult
 from models.run import RunEvent, RunRecord
 from pipeline.config import VeritySettings
-from pipeline.errors import ConfigurationError, VerityError
+from pipeline.errors import ConfigurationError, InputError, VerityError
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
 
@@ -180,10 +180,10 @@ def worker(
     names = [q.strip() for q in queues.split(",") if q.strip()]
     unknown = sorted(set(names) - set(QUEUES))
     if not names or unknown:
-        raise ConfigurationError(
+        raise InputError(
             f"--queues: {', '.join(unknown) or 'none given'}; choose among {', '.join(QUEUES)}")
     if concurrency < 1:
-        raise ConfigurationError("--concurrency must be at least 1")
+        raise InputError("--concurrency must be at least 1")
     from tasks.app import app
 
     # Several workers on one host (one per queue group) need names of their own for Flower

@@ -127,3 +127,27 @@ def test_cli__schema_prints_json_schema(env: dict[str, str]) -> None:
     assert "claims" in schema["required"]
     unknown = _verity("schema", "nope", env=env)
     assert unknown.returncode == 2 and "known: " in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--queues", "llm,bogus"], "verity: error: --queues: bogus; choose among control, llm, "
+                                    "tools"),
+        (["--queues", " , "], "verity: error: --queues: none given; choose among control, llm, "
+                              "tools"),
+        (["--concurrency", "0"], "verity: error: --concurrency must be at least 1"),
+    ],
+)
+def test_cli__worker_refuses_bad_queues_and_concurrency_in_one_line(
+    env: dict[str, str], args: list[str], message: str
+) -> None:
+    # checked before anything connects: the broker URL need not answer
+    done = _verity("worker", *args, env={**env, "VERITY_BROKER_URL": "redis://127.0.0.1:1/0"})
+    assert (done.returncode, done.stderr.strip(), done.stdout) == (2, message, "")
+
+
+def test_cli__worker_needs_a_broker(env: dict[str, str]) -> None:
+    done = _verity("worker", env=env)
+    assert done.returncode == 1  # a configuration error, as a missing API key is
+    assert done.stderr.strip().startswith("verity: error: set VERITY_BROKER_URL")
