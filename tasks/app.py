@@ -8,6 +8,7 @@ from celery import Celery
 from celery.app.amqp import AMQP
 from celery.events.dispatcher import EventDispatcher
 from celery.events.event import Event
+from celery.utils.time import utcoffset
 from kombu.utils.objects import cached_property
 
 from tasks import transport
@@ -28,7 +29,9 @@ class _SentEventDispatcher(EventDispatcher):  # type: ignore[misc]
 
     def publish(self, type: str, fields: dict[str, Any], producer: Any,  # noqa: A002
                 blind: bool = False, Event: Any = Event, **kwargs: Any) -> Any:  # noqa: N803
-        event = self._prepare_event(type, fields, blind=blind, Event=Event)
+        clock = None if blind else self.clock.forward()
+        event = Event(type, hostname=self.hostname, utcoffset=utcoffset(), pid=self.pid,
+                      clock=clock, **fields)
         return self._publish(event, producer, routing_key=type.replace("-", "."), **kwargs)
 
 
