@@ -123,19 +123,20 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
     # agents against the fake server
     groups = args.groups
     llm_threads = sum(threads for queues, threads in groups if "llm" in queues.split(","))
-    with _Worker(llm_threads, factory=None, include_bare=False, groups=groups) as worker:
+    with _Worker(groups, factory=None, include_bare=False) as worker:
         log(f"workers ready ({worker.groups}); warm-up run")
         _single(client, query, source)  # loads the scenario and the HTTP client in the worker
         singles = [_single(client, query, source) for _ in range(max(args.single, 1))]
         log(f"single-run latency {statistics.median(singles):.3f}s; "
             f"submitting {args.runs} runs")
-        cpu_before = [_cpu_s(pid) for pid in worker.pids], _cpu_s(fake_pid), time.process_time()
+        pids = [*worker.pids, fake_pid]
+        cpu_before = [*map(_cpu_s, pids), time.process_time()]
         batch = _batch(client, args.runs, query, source, args.timeout)
-        cpu_after = [_cpu_s(pid) for pid in worker.pids], _cpu_s(fake_pid), time.process_time()
+        cpu_after = [*map(_cpu_s, pids), time.process_time()]
         peak_rss = worker.peak_rss_mb()
-    per_worker = [round(b - a, 2) for a, b in zip(cpu_before[0], cpu_after[0], strict=True)]
-    cpu = [round(sum(per_worker), 2)] + [round(b - a, 2) for a, b in
-                                         zip(cpu_before[1:], cpu_after[1:], strict=True)]
+    used = [round(b - a, 2) for a, b in zip(cpu_before, cpu_after, strict=True)]
+    per_worker, others = used[:-2], used[-2:]
+    cpu = [round(sum(per_worker), 2), *others]  # workers, fake server, this process
     attempts = {run_id: runtime.store.list_attempts(run_id) for run_id in batch["run_ids"]}
     records = [client.get(run_id) for run_id in batch["run_ids"]]
     runtime.store.close()

@@ -74,9 +74,10 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
 
     settings = {"pool": "threads", "concurrency": args.concurrency, "broker": "redis",
                 "database": "postgresql", "tasks_per_run": 9 + TOOL_CALLS}
-    with _Worker(args.concurrency, factory="bench.instant:build_runtime") as worker:
+    every_queue = [("control,llm,tools", args.concurrency)]
+    with _Worker(every_queue, factory="bench.instant:build_runtime") as worker:
         bare, instant = _compare(args)
-    with _Worker(args.concurrency, factory=None) as worker:
+    with _Worker(every_queue, factory=None) as worker:
         offline = _offline(args)
         memory = _memory(worker, args.inflight)
     ratios = {
@@ -98,11 +99,11 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
 class _Worker:
     """`celery worker` as `verity worker` runs it (threads pool, task events): one process per
     `(queues, threads)` group on this host, plus the bare baseline's tasks when
-    `include_bare`. The default group is one process on all three queues."""
+    `include_bare`."""
 
-    def __init__(self, concurrency: int, *, factory: str | None, include_bare: bool = True,
-                 groups: list[tuple[str, int]] | None = None) -> None:
-        self.groups = groups or [("control,llm,tools", concurrency)]
+    def __init__(self, groups: list[tuple[str, int]], *, factory: str | None,
+                 include_bare: bool = True) -> None:
+        self.groups = groups
         self.factory = factory
         self.include_bare = include_bare
         self.processes: list[subprocess.Popen[bytes]] = []
