@@ -2,7 +2,8 @@
 
 Messages carry a run id and a version (and a tool_call_id for tools), never state. Task ids are
 deterministic (`<run>-<node>-<version>`), so a cancel can revoke what is queued. Node results
-are not stored (the state is in the database); tool results are, since the chord counts them.
+are not stored (the state is in the database); tool results are only where the chord joins
+stored results (see `_tool_results_stored`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from celery import Task, chord
+from celery.backends.redis import RedisBackend
 from models.state import NextStep
 from pipeline.errors import StoreUnavailableError
 from pipeline.runtime import NODE_NAMES, NodeOutcome
@@ -56,8 +58,10 @@ def dispatch(run_id: str, outcome: NodeOutcome) -> None:
     if step is None or outcome.kind not in ("committed", "redispatch"):
         return
     if step.tool_call_ids:
+        ignore_result = not _tool_results_stored()
         header = [
-            tool.si(run_id, tool_call_id).set(task_id=f"{run_id}-tool-{tool_call_id}")
+            tool.si(run_id, tool_call_id).set(
+                task_id=f"{run_id}-tool-{tool_call_id}", ignore_result=ignore_result)
             for tool_call_id in step.tool_call_ids
         ]
         body = coordinate.si(run_id, outcome.version, step.node).set(
@@ -68,6 +72,16 @@ def dispatch(run_id: str, outcome: NodeOutcome) -> None:
     NODE_TASKS[step.node].apply_async(
         (run_id, outcome.version), task_id=node_task_id(run_id, step.node, outcome.version)
     )
+
+
+def _tool_results_stored() -> bool:
+    """Whether a tool task stores its result: only where the chord joins stored results.
+
+    The Redis backend counts a chord's parts and keeps their results in a sorted set of its
+    own, so a stored result would be one more write and PUBLISH per tool that nobody reads;
+    other backends (the embedded `cache+memory://`, a database) join the stored results.
+    """
+    return not isinstance(app.backend, RedisBackend)
 
 
 _progress_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verity-progress")
@@ -103,7 +117,7 @@ def coordinate(
 @app.task(name="verity.node.tool", bind=True, base=StoreRetryingTask)
 def tool(self: Task, run_id: str, tool_call_id: str) -> dict[str, Any]:
     """Run one tool call; never raises (a failing tool is an ERROR invocation). Its result
-    (run id, tool_call_id, status) is stored for the chord and shows in Flower."""
+    (run id, tool_call_id, status) goes to the chord and shows in Flower."""
     invocation = get_runtime().run_tool_call(run_id, tool_call_id)
     status = invocation.status.value if invocation else "skipped"
     return {"run_id": run_id, "tool_call_id": tool_call_id, "status": status}
