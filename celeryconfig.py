@@ -24,6 +24,8 @@ worker_send_task_events = True
 # from this pool; Celery's default of 10 makes a worker of a hundred threads queue for them.
 broker_pool_limit = int(os.environ.get("VERITY_BROKER_POOL_LIMIT", "128"))
 task_send_sent_event = True
+# Publishes the task events its threads buffered a few times a second (tasks/events.py).
+worker_consumer = "tasks.events:Consumer"
 # Run state lives in the database; a STARTED result per task would be a wasted write.
 task_track_started = False
 task_default_queue = "control"
