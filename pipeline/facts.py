@@ -72,6 +72,9 @@ _UNIT_ALT = "|".join(
     re.escape(u) for u in sorted(_UNITS, key=len, reverse=True) if u not in {"%"}
 )
 
+# A pattern that can only start on a digit (or a hex digit, or "v") says so first, in a lookahead:
+# re tries every position, and that one-character test is far cheaper than the lookbehinds that
+# follow it (the status-code pattern took 7 times as long without it).
 _PATTERNS: list[tuple[FactKind, re.Pattern[str]]] = [
     (FactKind.TIMESTAMP, re.compile(
         r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
@@ -79,22 +82,24 @@ _PATTERNS: list[tuple[FactKind, re.Pattern[str]]] = [
     (FactKind.TIMESTAMP, re.compile(
         r"(?<![\w:.])\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?!\w)(?!:\d)")),
     (FactKind.IDENTIFIER, re.compile(
-        r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-        r"|(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?![\w.])")),
+        r"(?=[0-9a-fA-F])"
+        r"(?:\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+        r"|(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?![\w.]))")),
     (FactKind.VERSION, re.compile(
-        r"(?<![\w.])v?\d+\.\d+\.\d+(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?![\w.])"
-        r"|(?<![\w.])v\d+(?:\.\d+)?(?![\w.])")),
+        r"(?=[v\d])(?:(?<![\w.])v?\d+\.\d+\.\d+(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?![\w.])"
+        r"|(?<![\w.])v\d+(?:\.\d+)?(?![\w.]))")),
     (FactKind.ERROR_CODE, re.compile(
         r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bE[A-Z]{4,}\b"
         r"|\b[A-Z][A-Za-z]*(?:Error|Exception|BackOff|Killed|Timeout|Failure)\b"
         r"|\bOOM\b|\bSQLSTATE\s+[0-9A-Z]{5}\b")),
     (FactKind.ERROR_CODE, re.compile(
-        r"(?:(?<=HTTP )|(?<=HTTP/1\.1 )|(?<=status )|(?<=status: )|(?<=status=)|(?<=code )"
+        r"(?=[1-5])"
+        r"(?:(?:(?<=HTTP )|(?<=HTTP/1\.1 )|(?<=status )|(?<=status: )|(?<=status=)|(?<=code )"
         r"|(?<=code=)|(?<=returning )|(?<=returned ))[1-5]\d{2}\b"
         # not the tail of a larger number: "1,432 errors" is a count, not error code 432
         r"|(?<![\d,.])\b[45]\d{2}(?=s\b|\s+(?:errors?|responses?|status))"
         r"|(?<![\d,.])\b[1-5]\d{2}(?= (?:Internal|Bad|Service|Gateway|Not|Too|Forbidden"
-        r"|Unauthorized|OK|Created|Conflict|Request|Payload|Unprocessable|Precondition|Method))")),
+        r"|Unauthorized|OK|Created|Conflict|Request|Payload|Unprocessable|Precondition|Method)))")),
     (FactKind.IDENTIFIER, re.compile(
         r"\b(?=[A-Za-z0-9_-]*\d)[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b"
         r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b")),
