@@ -1,5 +1,5 @@
 """The worker's task-event batching (tasks/events.py), without a broker: its scheduling and
-where `task-sent` events go. `tests/integration/test_events.py` watches a real worker."""
+where `task-sent` events go. `tests/integration/test_task_events.py` watches a real worker."""
 
 from __future__ import annotations
 
