@@ -131,12 +131,18 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
             f"submitting {args.runs} runs")
         pids = [*worker.pids, fake_pid]
         cpu_before = [*map(_cpu_s, pids), time.process_time()]
+        services_before, machine_before = _services_cpu_s(), _machine_cpu_s()
         batch = _batch(client, args.runs, query, source, args.timeout)
         cpu_after = [*map(_cpu_s, pids), time.process_time()]
+        services_after, machine_after = _services_cpu_s(), _machine_cpu_s()
         peak_rss = worker.peak_rss_mb()
     used = [round(b - a, 2) for a, b in zip(cpu_before, cpu_after, strict=True)]
     per_worker, others = used[:-2], used[-2:]
     cpu = [round(sum(per_worker), 2), *others]  # workers, fake server, this process
+    services = {name: round(services_after[name] - services_before.get(name, 0.0), 2)
+                for name in services_after}
+    machine_busy, machine_all = (b - a for a, b in zip(machine_before, machine_after,
+                                                        strict=True))
     attempts = {run_id: runtime.store.list_attempts(run_id) for run_id in batch["run_ids"]}
     records = [client.get(run_id) for run_id in batch["run_ids"]]
     runtime.store.close()
@@ -149,6 +155,9 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
     achieved = args.runs / batch["elapsed_s"]
     efficiency = achieved / ideal if ideal else None
     model_ms = [a.latency_ms for rows in attempts.values() for a in rows]
+    all_cpu_s = cpu[0] + cpu[1] + cpu[2] + sum(services.values())
+    cores = os.cpu_count() or 1
+    cpu_ceiling = args.runs * cores / all_cpu_s if all_cpu_s else None
     run_s = [(r.finished_at - r.created_at).total_seconds() for r in records
              if r.finished_at is not None and r.created_at is not None]
     statuses = [r.status.value for r in records]
@@ -191,10 +200,16 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
             "run_latency_s": _spread(run_s),
             "model_call_latency_ms": _spread(model_ms),
             "cpu_s": {"worker": cpu[0], "per_worker_process": per_worker,
-                      "fake_server": cpu[1], "this_process": cpu[2]},
+                      "fake_server": cpu[1], "this_process": cpu[2], **services},
             "worker_cpu_s_per_run": round(cpu[0] / args.runs, 4),
             "worker_cores_busy": round(cpu[0] / batch["elapsed_s"], 3),
             "worker_cpu_ceiling_runs_per_s": round(args.runs / cpu[0], 3) if cpu[0] else None,
+            "all_cpu_s_per_run": round(all_cpu_s / args.runs, 4),
+            "machine_cores_busy": round(cores * machine_busy / machine_all, 3)
+            if machine_all else None,
+            "cpu_ceiling_runs_per_s": round(cpu_ceiling, 3) if cpu_ceiling else None,
+            "cpu_ceiling_efficiency": round(cpu_ceiling / ideal, 3)
+            if cpu_ceiling and ideal else None,
             "peak_waiting_in_broker": {q: batch["queues"][q] for q in QUEUES},
             "peak_unacked": batch["queues"]["unacked"],
             "prefetch_limit": [t * _prefetch_multiplier() for _, t in groups],
@@ -251,6 +266,31 @@ def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _services_cpu_s() -> dict[str, float]:
+    """CPU seconds so far of this host's PostgreSQL and Redis server processes, summed by
+    service (a backend that exits during the batch takes its share with it)."""
+    names = {"postgres": "postgresql", "redis-server": "redis"}
+    totals = dict.fromkeys(names.values(), 0.0)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            name = names.get((entry / "comm").read_text().strip())
+            if name is not None:
+                totals[name] += _cpu_s(int(entry.name))
+        except OSError:  # the process ended meanwhile
+            continue
+    return totals
+
+
+def _machine_cpu_s() -> tuple[float, float]:
+    """Busy and total CPU time of the whole machine so far, in clock ticks (/proc/stat)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    total = sum(ticks[:8])  # guest time is already counted in user
+    return float(total - idle), float(total)
 
 
 def _spread(values: list[float]) -> dict[str, float]:

@@ -124,6 +124,13 @@ def test_bench_smoke__llm_concurrency_tiny(redis_url: str, postgres_server_url: 
     assert len(per_process) == 3 and all(cpu > 0 for cpu in per_process)
     assert batch["cpu_s"]["worker"] == pytest.approx(sum(per_process), abs=0.02)
     assert batch["prefetch_limit"] == [3, 1, 2]
+    # the services on this host worked for the batch too, and the machine was busy
+    assert batch["cpu_s"]["postgresql"] > 0 and batch["cpu_s"]["redis"] > 0
+    assert 0 < batch["machine_cores_busy"] <= report["cpu_count"]
+    everything = sum(v for k, v in batch["cpu_s"].items() if k != "per_worker_process")
+    assert batch["all_cpu_s_per_run"] == pytest.approx(everything / 4, abs=0.01)
+    assert batch["cpu_ceiling_efficiency"] == pytest.approx(
+        4 * report["cpu_count"] / everything / report["ideal_runs_per_s"], rel=0.02)
     gaps = report["gaps_between_model_calls_ms"]
     assert {"start->planner", "planner->executor", "executor->verifier",
             "verifier->composer", "composer->end"} <= set(gaps)
