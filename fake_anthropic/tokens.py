@@ -29,8 +29,11 @@ JSON = dict[str, Any]
 
 def estimate_tokens(obj: object) -> int:
     """ceil(len(compact JSON of `obj`) / 4): sorted keys, no spaces, non-ASCII kept as is."""
-    text = json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-    return math.ceil(len(text) / 4)
+    return math.ceil(len(_compact(obj)) / 4)
+
+
+def _compact(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -95,15 +98,15 @@ class PromptCache:
     def account(self, body: JSON) -> InputUsage:
         """Split the request's input tokens, remembering its breakpoint prefixes."""
         segments = _segments(body)
-        tokens = [estimate_tokens(s.value) for s in segments]
-        total = sum(tokens)
+        texts = [_compact(s.value) for s in segments]  # each serialized once: counted, hashed
+        total = sum(math.ceil(len(text) / 4) for text in texts)
         digest = hashlib.sha256(json.dumps(body.get("model"), default=str).encode())
         breakpoints: list[tuple[str, int]] = []  # (prefix hash, prefix tokens)
         running = 0
-        for segment, count in zip(segments, tokens, strict=True):
-            digest.update(json.dumps(segment.value, sort_keys=True, default=str).encode())
+        for segment, text in zip(segments, texts, strict=True):
+            digest.update(text.encode())
             digest.update(b"\x00")
-            running += count
+            running += math.ceil(len(text) / 4)
             if segment.breakpoint:
                 breakpoints.append((digest.copy().hexdigest(), running))
         if not breakpoints:
