@@ -201,6 +201,12 @@ def _quantities_match(claim: Fact, other: Fact) -> bool:
     )
 
 
+FactMemo = dict[str, list[Fact]]
+"""Evidence texts' facts, by text. One verification checks every claim against evidence whose
+texts repeat (each excerpt of a source carries the source's scope: service, window, filter),
+so its checks share one memo; it lives as long as that verification, no longer."""
+
+
 class FactSet:
     """The facts of a body of evidence, indexed for `supports` and `conflicts` checks."""
 
@@ -212,11 +218,18 @@ class FactSet:
         self._lower_text = " ".join(texts).lower()
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str]) -> FactSet:
-        """Index every fact of every text (single digits included: this is the evidence)."""
-        texts = list(texts)
-        facts = (f for text in texts for f in extract_facts(text, single_digits=True))
-        return cls(facts, texts=texts)
+    def from_texts(cls, texts: Iterable[str], *, memo: FactMemo | None = None) -> FactSet:
+        """Index every fact of every text (single digits included: this is the evidence),
+        each distinct text once; a text already in `memo` is not extracted again."""
+        unique = list(dict.fromkeys(texts))
+        memo = {} if memo is None else memo
+        facts: list[Fact] = []
+        for text in unique:
+            found = memo.get(text)
+            if found is None:
+                found = memo[text] = extract_facts(text, single_digits=True)
+            facts.extend(found)
+        return cls(facts, texts=unique)
 
     def has_kind(self, kind: FactKind) -> bool:
         """True when the evidence states any fact of this kind."""

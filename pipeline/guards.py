@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from models.composer import ComposerInput, ComposerOutput
 from models.gatekeeper import VerifiedEvidence
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
-from pipeline.facts import Fact, FactSet, extract_facts
+from pipeline.facts import Fact, FactMemo, FactSet, extract_facts
 from pipeline.gatekeeper import scope_text
 
 
@@ -21,13 +21,16 @@ class PostChecked:
     downgrades: list[str]
 
 
-def evidence_facts(evidence: Iterable[VerifiedEvidence]) -> FactSet:
-    """The facts stated by verified evidence: matched texts and query scopes."""
+def evidence_facts(
+    evidence: Iterable[VerifiedEvidence], *, memo: FactMemo | None = None
+) -> FactSet:
+    """The facts stated by verified evidence: matched texts and query scopes (`memo`: texts
+    already extracted in this verification)."""
     texts: list[str] = []
     for item in evidence:
         texts.append(item.matched_text)
         texts.extend(scope_text(item.scope))
-    return FactSet.from_texts(texts)
+    return FactSet.from_texts(texts, memo=memo)
 
 
 def unsupported_facts(text: str, facts: FactSet) -> list[Fact]:
@@ -47,6 +50,7 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput) -> PostChe
     for item in verifier_input.verified_evidence:
         evidence_by_claim.setdefault(item.claim_id, []).append(item)
     known_refs = _known_refs(verifier_input.verified_evidence)
+    memo: FactMemo = {}
     given = {}
     downgrades: list[str] = []
     for check in output.claim_checks:
@@ -65,7 +69,8 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput) -> PostChe
         if claim.claim_id not in given:
             downgrades.append(f"{claim.claim_id}: no check returned, counted as unsupported")
         evidence = evidence_by_claim[claim.claim_id]
-        check, notes = _hold_to_evidence(check, claim.text, evidence, known_refs=known_refs)
+        check, notes = _hold_to_evidence(check, claim.text, evidence, known_refs=known_refs,
+                                         memo=memo)
         downgrades.extend(notes)
         checks.append(check)
     gaps = [
@@ -84,7 +89,8 @@ def _known_refs(evidence: Sequence[VerifiedEvidence]) -> frozenset[str]:
 
 
 def _hold_to_evidence(
-    check: ClaimCheck, text: str, evidence: list[VerifiedEvidence], *, known_refs: frozenset[str]
+    check: ClaimCheck, text: str, evidence: list[VerifiedEvidence], *,
+    known_refs: frozenset[str], memo: FactMemo,
 ) -> tuple[ClaimCheck, list[str]]:
     notes: list[str] = []
     refs = [ref for ref in check.evidence_refs if ref in known_refs]
@@ -92,7 +98,8 @@ def _hold_to_evidence(
         notes.append(f"{check.claim_id}: evidence refs to unverified material removed")
     verification = check.verification
     if verification is Verification.DIRECT_OBSERVATION:
-        missing = unsupported_facts(text, evidence_facts(evidence)) if evidence else None
+        missing = (unsupported_facts(text, evidence_facts(evidence, memo=memo))
+                   if evidence else None)
         if missing is None:
             verification = Verification.UNSUPPORTED
             notes.append(f"{check.claim_id}: direct_observation -> unsupported (no evidence)")

@@ -19,7 +19,7 @@ from models.executor import ClaimKind
 from models.gatekeeper import VerifiedClaim, VerifiedEvidence
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.agents.base import ModelReply
-from pipeline.facts import IDENTIFYING_KINDS, Fact, FactKind, extract_facts
+from pipeline.facts import IDENTIFYING_KINDS, Fact, FactKind, FactMemo, extract_facts
 from pipeline.guards import evidence_facts
 from pipeline.prompts import Prompt
 from pipeline.verdict import rule_verdict
@@ -64,9 +64,10 @@ def verify(verifier_input: VerifierInput) -> VerifierOutput:
     claims = verifier_input.verified_executor_output.claims
     checks: list[ClaimCheck] = []
     gaps: list[EvidenceGap] = []
+    memo: FactMemo = {}
     for claim in claims:
         evidence = [e for e in verifier_input.verified_evidence if e.claim_id == claim.claim_id]
-        check, missing = classify(claim, evidence)
+        check, missing = classify(claim, evidence, memo=memo)
         checks.append(check)
         if claim.critical and check.verification in (
             Verification.UNSUPPORTED, Verification.OVERSTATED, Verification.EXTERNAL_UNKNOWN
@@ -84,11 +85,12 @@ def verify(verifier_input: VerifierInput) -> VerifierOutput:
 
 
 def classify(
-    claim: VerifiedClaim, evidence: Sequence[VerifiedEvidence]
+    claim: VerifiedClaim, evidence: Sequence[VerifiedEvidence], *, memo: FactMemo | None = None
 ) -> tuple[ClaimCheck, list[Fact]]:
-    """One claim's verification class, and the facts its evidence does not state."""
+    """One claim's verification class, and the facts its evidence does not state (`memo`:
+    evidence texts already extracted in this verification)."""
     refs = [e.evidence_id for e in evidence]
-    known = evidence_facts(evidence)
+    known = evidence_facts(evidence, memo=memo)
     facts = extract_facts(claim.text)
     conflicting = [f for f in facts if known.conflicts(f)]
     invented = [f for f in facts if f.kind in IDENTIFYING_KINDS and not known.supports(f)]

@@ -216,3 +216,25 @@ def test_factset_supports_and_conflicts(
     fact = extract_facts(claim)[0]
     known = FactSet.from_texts([evidence])
     assert (known.supports(fact), known.conflicts(fact)) == (supported, conflict)
+
+
+def test_a_memo_extracts_each_evidence_text_once() -> None:
+    window = "2026-11-30T14:00:00Z"
+    memo: dict[str, list] = {}
+    first = FactSet.from_texts(["checkout-service", window, "checkout-service"], memo=memo)
+    assert set(memo) == {"checkout-service", window}
+    assert memo[window] == extract_facts(window, single_digits=True)
+    # a later claim's evidence reuses what is in the memo instead of extracting it again
+    memo[window] = extract_facts("2026-11-30T15:00:00Z", single_digits=True)
+    second = FactSet.from_texts([window], memo=memo)
+    (at_three,) = extract_facts("at 2026-11-30T15:00:00Z")
+    assert second.supports(at_three) and not first.supports(at_three)
+
+
+def test_repeated_evidence_texts_index_the_same_facts_as_distinct_ones() -> None:
+    texts = ["payment-db p99 1.2 s at 14:03", "deployed v2.3.1", "payment-db p99 1.2 s at 14:03"]
+    once, repeated = FactSet.from_texts(texts[:2]), FactSet.from_texts(texts)
+    for claim in ("payment-db p99 was 1.2 s", "v2.3.1 at 14:03", "p99 1.5 s on orders-db"):
+        for fact in extract_facts(claim):
+            assert once.supports(fact) == repeated.supports(fact)
+            assert once.conflicts(fact) == repeated.conflicts(fact)
