@@ -73,6 +73,9 @@ class RunbookIndex:
         self._tokens = [tokenize(f"{r.title} {r.title} {' '.join(r.tags)} {r.text}")
                         for r in self._runbooks]
         self._bm25 = BM25Okapi(self._tokens) if self._runbooks else None
+        # what a hit shows, worked out once per runbook rather than on every search
+        self._paragraphs = [_paragraphs(r.text) for r in self._runbooks]
+        self._steps = [steps(r.text) for r in self._runbooks]
 
     def __len__(self) -> int:
         return len(self._runbooks)
@@ -93,7 +96,8 @@ class RunbookIndex:
     def _hit(self, index: int, score: float, terms: set[str]) -> RunbookHit:
         runbook = self._runbooks[index]
         return RunbookHit(runbook=runbook, score=round(score, 3),
-                          excerpt=_excerpt(runbook.text, terms), steps=steps(runbook.text))
+                          excerpt=_excerpt(self._paragraphs[index], terms),
+                          steps=list(self._steps[index]))
 
 
 def steps(text: str) -> list[str]:
@@ -106,12 +110,17 @@ def steps(text: str) -> list[str]:
     return found[:MAX_STEPS]
 
 
-def _excerpt(text: str, terms: set[str]) -> str:
-    """The paragraph sharing the most tokens with the query, cut at EXCERPT_CHARS."""
+def _paragraphs(text: str) -> list[tuple[str, frozenset[str]]]:
+    """The paragraphs of a runbook, each with its index tokens."""
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    return [(p, frozenset(tokenize(p))) for p in paragraphs]
+
+
+def _excerpt(paragraphs: Sequence[tuple[str, frozenset[str]]], terms: set[str]) -> str:
+    """The paragraph sharing the most tokens with the query, cut at EXCERPT_CHARS."""
     if not paragraphs:
         return ""
-    best = max(paragraphs, key=lambda p: len(terms.intersection(tokenize(p))))
+    best, _ = max(paragraphs, key=lambda p: len(terms.intersection(p[1])))
     best = " ".join(best.split())
     return best if len(best) <= EXCERPT_CHARS else best[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"
 
