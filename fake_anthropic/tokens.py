@@ -99,14 +99,15 @@ class PromptCache:
         """Split the request's input tokens, remembering its breakpoint prefixes."""
         segments = _segments(body)
         texts = [_compact(s.value) for s in segments]  # each serialized once: counted, hashed
-        total = sum(math.ceil(len(text) / 4) for text in texts)
+        tokens = [math.ceil(len(text) / 4) for text in texts]  # estimate_tokens of each
+        total = sum(tokens)
         digest = hashlib.sha256(json.dumps(body.get("model"), default=str).encode())
         breakpoints: list[tuple[str, int]] = []  # (prefix hash, prefix tokens)
         running = 0
-        for segment, text in zip(segments, texts, strict=True):
+        for segment, text, count in zip(segments, texts, tokens, strict=True):
             digest.update(text.encode())
             digest.update(b"\x00")
-            running += math.ceil(len(text) / 4)
+            running += count
             if segment.breakpoint:
                 breakpoints.append((digest.copy().hexdigest(), running))
         if not breakpoints:
