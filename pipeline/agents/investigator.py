@@ -35,7 +35,7 @@ from models.executor import (
     RecommendedAction,
 )
 from models.invocation import ToolInvocation
-from pipeline.facts import FactSet
+from pipeline.facts import FactMemo, FactSet
 from pipeline.gatekeeper import scope_text
 from pipeline.guards import unsupported_facts
 from pipeline.jsonpath import PathError, resolve
@@ -238,6 +238,7 @@ class _Report:
     actions: list[RecommendedAction] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     _texts: set[str] = field(default_factory=set)
+    _facts: FactMemo = field(default_factory=dict)  # the evidence texts' facts, by text
 
     def claim(self, text: str, kind: ClaimKind, *, critical: bool,
               bindings: Sequence[Binding]) -> str | None:
@@ -259,7 +260,7 @@ class _Report:
             stated += [matched, *scope_text(call.scope)]
             evidence.append(EvidenceBinding(invocation_id=call.call_id, tool_name=call.tool,
                                             path=path, matched_text=matched))
-        missing = unsupported_facts(text, FactSet.from_texts(stated))
+        missing = unsupported_facts(text, FactSet.from_texts(stated, memo=self._facts))
         if missing or not evidence:
             self.dropped.append(f"{text!r}: not in its evidence: {[f.text for f in missing]}")
             return None
