@@ -314,7 +314,7 @@ class FakeState:
             )
         if not scripted:
             return self._finish(
-                record, "default", Decision(delay, self._default(role, body, request_id))
+                record, "default", Decision(delay, self._default(role, body, raw, request_id))
             )
         return self._finish(
             record, "scripted", Decision(delay, self._reply(reply, body, request_id, role))
@@ -332,12 +332,15 @@ class FakeState:
             record, "count_tokens", Decision(0.0, _json_response(200, counted, request_id))
         )
 
-    def _default(self, role: str, body: JSON, request_id: str) -> Respond:
+    def _default(self, role: str, body: JSON, raw: bytes, request_id: str) -> Respond:
         responder = self._responder(role)
         if responder is None:
             return _error(500, f"no scripted reply for role {role!r}", request_id)
         try:
-            reply = responder(copy.deepcopy(body))
+            # the responder's own copy of the request, parsed again from its bytes: the
+            # recorded body stays as sent whatever it does (and a parse is far cheaper than a
+            # deep copy of a long transcript)
+            reply = responder(json.loads(raw))
         except Exception as exc:  # a broken responder is the test's bug: say so, keep serving
             return _error(500, f"default responder for role {role!r} raised {exc!r}", request_id)
         if reply is None:

@@ -67,6 +67,22 @@ def test_requests__recorded_in_order_with_bodies_and_headers(
     assert fake.requests[0]["body"]["system"] == "turn 0"
 
 
+def test_requests__a_responder_gets_its_own_copy_of_the_request(
+    fake: FakeAnthropic, client: anthropic.Anthropic
+) -> None:
+    def greedy(request: dict[str, Any]) -> str:
+        text = request["messages"][0]["content"]
+        request["messages"].clear()
+        request["system"] = "rewritten"
+        return f"read {text}"
+
+    fake.set_default_responder(greedy)
+    reply = ask(client, "planner", system="as sent")
+    assert reply.content[0].text.startswith("read ")
+    (record,) = fake.requests
+    assert record["body"]["system"] == "as sent" and record["body"]["messages"]
+
+
 def _assistant(*ids: str) -> dict[str, Any]:
     uses = [{"type": "tool_use", "id": i, "name": "search_logs", "input": {}} for i in ids]
     return {"role": "assistant", "content": uses}
