@@ -46,7 +46,7 @@ class IdMint:
         """`prefix` + "_01" + 22 base62 characters, never returned twice by this mint."""
         with self._lock:
             while True:
-                tail = "".join(self._random.choice(_BASE62) for _ in range(22))
+                tail = "".join(self._random.choices(_BASE62, k=22))
                 minted = f"{prefix}_01{tail}"
                 if minted not in self._seen:
                     self._seen.add(minted)
