@@ -118,4 +118,9 @@ class BudgetExceededError(RunFailure):
 
 
 class RunCancelledError(RunFailure):
-    """The run was cancelled."""
+    """The run was cancelled, ended or lost its node lease while this call was in flight.
+
+    Raised by a model call whose bound `CancelToken` (`pipeline.cancellation`) was set: the
+    provider abandons the request and frees the calling thread within about a second, and the
+    attempt is recorded with outcome `cancelled`. Never retried; the node's result is discarded.
+    """
