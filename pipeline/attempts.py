@@ -17,6 +17,18 @@ Every attempt gets byte-identical input (the caller's `call` closes over fixed b
 an `LlmAttempt` row with the input's sha256, tokens and cost. Attempt numbers count per role
 across calls made through one `AttemptLog` and can be seeded (`start`) so a node continues the
 numbering its predecessors persisted. Exhaustion raises `AttemptsExhaustedError`.
+
+The journal. A model that sends network requests (`remote=True`: the Claude agents) called
+through an `AttemptLog` with a `journal` (the run store) gets its rows written as they happen:
+an `in_flight` row before the request goes out, numbered by the journal (one above the highest
+stored for the run, role and cycle), completed with its outcome, usage and latency after. So a
+worker killed mid-call or a node whose commit loses its race still leaves a row for every
+request the provider saw. Those attempts are in `log.journaled`, never in `log.attempts` (which
+the node's commit writes). Offline models never journal.
+
+Cancellation. With a `CancelToken` bound (`pipeline.cancellation`), no attempt starts once it is
+set, a backoff wait ends when it is set, and a `RunCancelledError` from the provider is recorded
+with outcome `cancelled` and whatever usage is known (none: zeros), then propagates.
 """
 
 from __future__ import annotations
@@ -30,7 +42,8 @@ from typing import Any, Protocol, TypeVar
 from pydantic import ValidationError
 
 from models.run import LlmAttempt
-from pipeline.agents.base import ModelReply, SingleTurnModel
+from pipeline.agents.base import ModelReply, SingleTurnModel, sends_requests
+from pipeline.cancellation import CancelToken, current_token
 from pipeline.errors import (
     AttemptsExhaustedError,
     BudgetExceededError,
@@ -38,13 +51,16 @@ from pipeline.errors import (
     ProviderOutputInvalidError,
     ProviderRejectedError,
     ProviderUnavailableError,
+    RunCancelledError,
 )
 from pipeline.prompts import Prompt, load_prompt
 from pipeline.serialization import sha256_hex
 
 __all__ = [
     "IMMEDIATE",
+    "IN_FLIGHT",
     "MAX_ATTEMPTS",
+    "AttemptJournal",
     "AttemptLog",
     "AttemptsExhaustedError",
     "RetryPolicy",
@@ -57,6 +73,28 @@ MAX_ATTEMPTS = 2
 """Attempts a call gets for invalid output or a guard's refusal: one technical retry."""
 
 _TECHNICAL = (ValidationError, ProviderOutputInvalidError, GuardRejectedError)
+IN_FLIGHT = "in_flight"
+"""The outcome of a journaled attempt whose request is out and not yet answered."""
+
+
+class AttemptJournal(Protocol):
+    """Where attempts of remote models are written as they happen (`RunStore` is one)."""
+
+    def begin_attempt(
+        self, run_id: str, *, role: str, cycle: int, prompt_name: str, prompt_version: str,
+        input_sha256: str, model: str,
+    ) -> int:
+        """Insert an `in_flight` row before the request is sent; its attempt number."""
+        ...
+
+    def end_attempt(
+        self, run_id: str, role: str, cycle: int, number: int, *, outcome: str,
+        input_tokens: int = 0, output_tokens: int = 0, cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0, latency_ms: float = 0.0, cost_usd: float = 0.0,
+        error_type: str | None = None,
+    ) -> bool:
+        """Complete the row with its outcome and usage."""
+        ...
 
 
 class _RetrySettings(Protocol):
@@ -107,6 +145,10 @@ class AttemptLog:
     `token_budget` (0 = unlimited) is checked before each call against `tokens_used`, which
     every reply's tokens are added to. `policy`, when set, wins over the model's own (a Claude
     agent carries the one its settings configure); with neither, `IMMEDIATE`.
+
+    `journal`, when set, receives the attempts of remote models as they happen (see the module
+    docstring); they land in `journaled` (already stored: never commit them), the others in
+    `attempts` (for the node's commit).
     """
 
     run_id: str
@@ -116,6 +158,8 @@ class AttemptLog:
     tokens_used: int = 0
     cycle: int = 0
     policy: RetryPolicy | None = None
+    journal: AttemptJournal | None = None
+    journaled: list[LlmAttempt] = field(default_factory=list)
     _counters: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def next_number(self, role: str) -> int:
@@ -123,6 +167,10 @@ class AttemptLog:
         number = self._counters.get(role, self.start.get(role, 0)) + 1
         self._counters[role] = number
         return number
+
+    def note_number(self, role: str, number: int) -> None:
+        """A number the journal gave `role`: the counters never fall behind it."""
+        self._counters[role] = max(number, self._counters.get(role, self.start.get(role, 0)))
 
     def counters(self) -> dict[str, int]:
         """The last attempt number of every role seen (seeded ones included): persist these
@@ -155,7 +203,7 @@ def call_with_retry(
     return attempt_call(
         lambda: model.respond(prompt, payload), role=role, prompt=prompt,
         digest=sha256_hex(payload), model=model.model, parse=parse, log=log, cycle=cycle,
-        policy=own if isinstance(own, RetryPolicy) else None,
+        policy=own if isinstance(own, RetryPolicy) else None, remote=sends_requests(model),
     )
 
 
@@ -170,28 +218,38 @@ def attempt_call(
     log: AttemptLog,
     cycle: int | None = None,
     policy: RetryPolicy | None = None,
+    remote: bool = False,
 ) -> T:
     """Run `call` (which must send the same bytes every time) under `log`'s policy, else
-    `policy` (the caller's own), else `IMMEDIATE`."""
+    `policy` (the caller's own), else `IMMEDIATE`. `remote`: `call` sends a network request,
+    so with a journal on the log its attempts are journaled."""
     rules = log.policy or policy or IMMEDIATE
     attempt = _Attempt(role=role, prompt=prompt, digest=digest, model=model, log=log,
-                       cycle=log.cycle if cycle is None else cycle)
+                       cycle=log.cycle if cycle is None else cycle,
+                       journal=log.journal if remote else None)
+    token = current_token()
     technical = transient = 0
     waited = 0.0
     while True:
         attempt.check_budget()
+        if token is not None:
+            token.raise_if_cancelled(role)
+        number = attempt.begin()
         started = time.perf_counter()
         reply: ModelReply | None = None
         try:
             reply = call()
             result = parse(reply.text)
+        except RunCancelledError as exc:
+            attempt.record("cancelled", exc, reply=reply, started=started, number=number)
+            raise
         except _TECHNICAL as exc:
-            attempt.record(_outcome(exc), exc, reply=reply, started=started)
+            attempt.record(_outcome(exc), exc, reply=reply, started=started, number=number)
             technical += 1
             if technical > rules.technical_retries:
                 raise attempt.exhausted() from exc
         except ProviderUnavailableError as exc:
-            attempt.record("unavailable", exc, reply=reply, started=started)
+            attempt.record("unavailable", exc, reply=reply, started=started, number=number)
             transient += 1
             delay = exc.retry_after if exc.retry_after is not None else \
                 rules.backoff(transient)
@@ -199,17 +257,28 @@ def attempt_call(
             if (transient > rules.transient_max_retries
                     or waited + delay > rules.transient_budget_s):
                 raise attempt.exhausted() from exc
-            rules.sleep(delay)
+            _pause(rules, delay, token, role)
             waited += delay
         except ProviderRejectedError as exc:
-            attempt.record("rejected", exc, reply=reply, started=started)
+            attempt.record("rejected", exc, reply=reply, started=started, number=number)
             raise
         except Exception as exc:  # ConfigurationError and other failures: not ours to retry
-            attempt.record("error", exc, reply=reply, started=started)
+            attempt.record("error", exc, reply=reply, started=started, number=number)
             raise
         else:
-            attempt.record("ok", None, reply=reply, started=started)
+            attempt.record("ok", None, reply=reply, started=started, number=number)
             return result
+
+
+def _pause(rules: RetryPolicy, delay: float, token: CancelToken | None, role: str) -> None:
+    """Back off for `delay` seconds; a set token ends the wait with RunCancelledError. The
+    real clock waits on the token itself; an injected sleep (tests) is kept as it is."""
+    if token is not None and rules.sleep is time.sleep:
+        token.wait(delay)
+    else:
+        rules.sleep(delay)
+    if token is not None:
+        token.raise_if_cancelled(role)
 
 
 @dataclass
@@ -222,6 +291,7 @@ class _Attempt:
     model: str
     log: AttemptLog
     cycle: int
+    journal: AttemptJournal | None = None
     failures: int = 0
 
     def check_budget(self) -> None:
@@ -230,24 +300,48 @@ class _Attempt:
             return
         error = BudgetExceededError(
             f"token budget of {self.log.token_budget} spent ({self.log.tokens_used} used)")
-        self.record("budget_exceeded", error, reply=None, started=time.perf_counter())
+        self.record("budget_exceeded", error, reply=None, started=time.perf_counter(),
+                    number=self.begin())
         raise error
 
+    def begin(self) -> int | None:
+        """With a journal, the `in_flight` row of the attempt about to be made: its number."""
+        if self.journal is None:
+            return None
+        number = self.journal.begin_attempt(
+            self.log.run_id, role=self.role, cycle=self.cycle, prompt_name=self.prompt.name,
+            prompt_version=self.prompt.version, input_sha256=self.digest, model=self.model)
+        self.log.note_number(self.role, number)
+        return number
+
     def record(
-        self, outcome: str, error: Exception | None, *, reply: ModelReply | None, started: float
+        self, outcome: str, error: Exception | None, *, reply: ModelReply | None,
+        started: float, number: int | None,
     ) -> None:
+        """The attempt's row: completed in the journal when it began there (`number`), else
+        numbered from the log's counters and kept for the node's commit."""
         if reply is not None:
             self.log.charge(reply)
         if error is not None:
             self.failures += 1
-        self.log.attempts.append(LlmAttempt(
+        row = LlmAttempt(
             run_id=self.log.run_id, role=self.role, cycle=self.cycle,
-            attempt_number=self.log.next_number(self.role), prompt_name=self.prompt.name,
-            prompt_version=self.prompt.version, input_sha256=self.digest, model=self.model,
+            attempt_number=number if number is not None else self.log.next_number(self.role),
+            prompt_name=self.prompt.name, prompt_version=self.prompt.version,
+            input_sha256=self.digest, model=self.model,
             latency_ms=round((time.perf_counter() - started) * 1000, 3),
             **_usage(reply), outcome=outcome,
             error_type=type(error).__name__ if error else None,
-        ))
+        )
+        if number is None or self.journal is None:
+            self.log.attempts.append(row)
+            return
+        self.journal.end_attempt(
+            row.run_id, row.role, row.cycle, number, outcome=outcome,
+            input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+            cache_read_tokens=row.cache_read_tokens, cache_write_tokens=row.cache_write_tokens,
+            latency_ms=row.latency_ms, cost_usd=row.cost_usd, error_type=row.error_type)
+        self.log.journaled.append(row)
 
     def exhausted(self) -> AttemptsExhaustedError:
         return AttemptsExhaustedError(

@@ -1,4 +1,9 @@
-"""The one interface to single-turn models (Verifier, Composer), and test doubles beside it."""
+"""The one interface to single-turn models (Verifier, Composer), and test doubles beside it.
+
+A model that sends network requests says so with `remote = True` (the Claude agents): its
+attempts are journaled as they happen when the `AttemptLog` has a journal
+(`pipeline.attempts`). Offline models and the doubles here are local unless told otherwise.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +37,11 @@ class SingleTurnModel(Protocol):
         ...
 
 
+def sends_requests(model: object) -> bool:
+    """Whether `model` declares that it sends network requests (`remote = True`)."""
+    return getattr(model, "remote", False) is True
+
+
 @dataclass
 class ScriptedModel:
     """A test double: replies from a queue (text or an exception), recording every call."""
@@ -39,6 +49,8 @@ class ScriptedModel:
     model: str = "scripted"
     replies: deque[str | Exception] = field(default_factory=deque)
     calls: list[tuple[str, bytes]] = field(default_factory=list)
+    remote: bool = False
+    """Stand in for a remote model (its attempts are then journaled)."""
 
     def enqueue(self, *replies: str | Exception) -> ScriptedModel:
         """Add replies in order; returns self for chaining."""

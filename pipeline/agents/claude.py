@@ -22,7 +22,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -95,6 +95,8 @@ class ClaudeAgent:
     force_tool_choice: ForceMode = "auto"
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     """The retry policy of this agent's calls, unless the AttemptLog brings one."""
+    remote: ClassVar[bool] = True
+    """Every call is a network request: journaled when the AttemptLog has a journal."""
 
     def answer_request(
         self, role: str, *, system: str, content: Sequence[JSON], extra_tools: Sequence[JSON] = ()
@@ -141,6 +143,7 @@ class ClaudeAgent:
         return attempt_call(
             call, role=request.role, prompt=prompt, digest=request.sha256(), model=self.model,
             parse=parse, log=log if log is not None else AttemptLog(run_id), policy=self.policy,
+            remote=self.remote,
         )
 
 

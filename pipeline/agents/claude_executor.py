@@ -223,7 +223,8 @@ class ClaudeExecutor(ClaudeAgent):
             return self.reply(responses[-1], "")
 
         attempt_call(call, role="executor", prompt=prompt, digest=request.sha256(),
-                     model=self.model, parse=lambda _: None, log=log, policy=self.policy)
+                     model=self.model, parse=lambda _: None, log=log, policy=self.policy,
+                     remote=self.remote)
         return responses[-1]
 
     def _map(

@@ -14,22 +14,40 @@ The SDK runs with `max_retries=0` and explicit timeouts: the runtime owns every 
 
 A response header `x-should-retry: true|false` overrides the status rule, as the SDK does.
 Every request carries `x-verity-role: <role>`.
+
+Cancellation. Without a `CancelToken` bound to the calling context (`pipeline.cancellation`) a
+request is sent from the calling thread on one shared client, as always. With one, the request
+runs on a helper thread, on a *lane*: an SDK client of its own with a single connection, taken
+from a pool of idle lanes. The calling thread waits for the reply or the token, whichever comes
+first; when the token wins it shuts the lane's socket down (`shutdown(SHUT_RDWR)`, which wakes
+a read blocked in another thread, where `close()` does not), so the request is really aborted,
+and raises `RunCancelledError` at once; the helper ends within milliseconds and its lane is
+closed, never reused. A lane learns its socket from httpcore's `trace` extension (set on each
+request by an httpx event hook); a request not yet on the wire when the token wins is stopped
+before it is sent. With an `http_client` of the caller's (tests on a MockTransport) there are
+no lanes: the helper thread finishes on the shared client and its reply is discarded.
 """
 
 from __future__ import annotations
 
 import email.utils
+import socket
+import ssl
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anthropic
+import httpx2
 
+from pipeline.cancellation import CancelToken, current_token
 from pipeline.errors import (
     ConfigurationError,
     ProviderOutputInvalidError,
     ProviderRejectedError,
     ProviderUnavailableError,
+    RunCancelledError,
     VerityError,
 )
 from pipeline.providers.messages import MessagesRequest, MessagesResponse, Usage
@@ -52,13 +70,16 @@ class AnthropicProvider:
         connect_timeout_s: float = 5.0,
         http_client: Any | None = None,
     ) -> None:
-        """`http_client` is the SDK's HTTP client class (tests pass one on a MockTransport)."""
+        """`http_client` is an httpx2 client for the SDK (tests pass one on a MockTransport);
+        with it, cancelled requests are discarded but not aborted (no lanes)."""
         if not api_key:
             raise ConfigurationError(MISSING_KEY)
-        self._client = anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, http_client=http_client,
-            timeout=anthropic.Timeout(timeout_s, connect=connect_timeout_s),
-        )
+        options: dict[str, Any] = {
+            "api_key": api_key, "base_url": base_url, "max_retries": 0,
+            "timeout": anthropic.Timeout(timeout_s, connect=connect_timeout_s),
+        }
+        self._client = anthropic.Anthropic(**options, http_client=http_client)
+        self._lanes = _Lanes(options) if http_client is None else None
 
     @classmethod
     def from_settings(cls, settings: Any, *, http_client: Any | None = None
@@ -77,27 +98,62 @@ class AnthropicProvider:
         return str(self._client.base_url)
 
     def send(self, request: MessagesRequest) -> MessagesResponse:
-        """Send one request; return its neutral response or raise a Verity error."""
-        body = request.body()
-        started = time.perf_counter()
+        """Send one request; return its neutral response or raise a Verity error.
+
+        With a cancel token bound, RunCancelledError as soon as it is set (the request is
+        aborted); see the module docstring."""
+        token = current_token()
+        if token is None:
+            return _send(self._client, request)
+        return self._send_cancellable(request, token)
+
+    def _send_cancellable(self, request: MessagesRequest, token: CancelToken
+                          ) -> MessagesResponse:
+        who = f"{request.role} ({request.model})"
+        token.raise_if_cancelled(who)
+        lane = self._lanes.take() if self._lanes is not None else None
+        client = lane.client if lane is not None else self._client
+        call = _Call(lambda: _send(client, request),
+                     on_abandoned=lane.close if lane is not None else None)
+        forget = token.on_cancel(call.wake)
         try:
-            message = self._client.messages.create(
-                **body, extra_headers={ROLE_HEADER: request.role})
-        except anthropic.APIError as exc:
-            raise _map_error(exc, request) from None
-        except ValueError as exc:  # a 200 whose body is not JSON
-            raise ProviderOutputInvalidError(
-                f"{request.role}: the provider's response is not valid JSON") from exc
-        latency_ms = (time.perf_counter() - started) * 1000
-        try:
-            return _response(message, latency_ms)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise ProviderOutputInvalidError(
-                f"{request.role}: the provider's response is not a Messages response") from exc
+            call.start()
+            finished = call.settle()
+        finally:
+            forget()
+        if finished:
+            if lane is not None and self._lanes is not None:
+                self._lanes.put(lane)
+            return call.result()
+        if lane is not None:
+            lane.abort()
+        raise RunCancelledError(f"{who}: request abandoned, {token.reason}")
 
     def close(self) -> None:
-        """Close the HTTP connections."""
+        """Close the HTTP connections (the shared client's and the idle lanes')."""
         self._client.close()
+        if self._lanes is not None:
+            self._lanes.close()
+
+
+def _send(client: anthropic.Anthropic, request: MessagesRequest) -> MessagesResponse:
+    """One request on `client`, from the calling thread."""
+    body = request.body()
+    started = time.perf_counter()
+    try:
+        message = client.messages.create(
+            **body, extra_headers={ROLE_HEADER: request.role})
+    except anthropic.APIError as exc:
+        raise _map_error(exc, request) from None
+    except ValueError as exc:  # a 200 whose body is not JSON
+        raise ProviderOutputInvalidError(
+            f"{request.role}: the provider's response is not valid JSON") from exc
+    latency_ms = (time.perf_counter() - started) * 1000
+    try:
+        return _response(message, latency_ms)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise ProviderOutputInvalidError(
+            f"{request.role}: the provider's response is not a Messages response") from exc
 
 
 def _response(message: Any, latency_ms: float) -> MessagesResponse:
@@ -171,3 +227,150 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 def _one_line(text: str, limit: int = 200) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# -- cancellable requests ------------------------------------------------------------------
+
+_STREAM_EVENTS = frozenset({"connection.connect_tcp.complete", "connection.start_tls.complete"})
+"""httpcore trace events whose return value is the connection's (new) network stream."""
+_SENDING_EVENTS = frozenset({"connection.connect_tcp.started",
+                             "http11.send_request_headers.started",
+                             "http2.send_request_headers.started"})
+"""Events before anything of a request goes out: an aborted lane stops there."""
+
+
+class _Aborted(Exception):
+    """Raised inside an aborted lane's request, before it is sent."""
+
+
+class _Lane:
+    """One SDK client with one connection whose socket a cancel can shut down."""
+
+    def __init__(self, options: Mapping[str, Any], ssl_context: ssl.SSLContext) -> None:
+        self._lock = threading.Lock()
+        self._stream: Any = None
+        self._aborted = False
+        http = anthropic.DefaultHttpxClient(
+            verify=ssl_context, event_hooks={"request": [self._on_request]},
+            limits=httpx2.Limits(max_connections=1, max_keepalive_connections=1))
+        self.client = anthropic.Anthropic(**options, http_client=http)
+
+    def abort(self) -> None:
+        """Stop the lane's request: shut its socket down; a request not yet sent never is."""
+        with self._lock:
+            self._aborted = True
+            stream = self._stream
+        _shutdown(stream)
+
+    def close(self) -> None:
+        """Close the client (after its request ended)."""
+        self.client.close()
+
+    def _on_request(self, request: httpx2.Request) -> None:
+        request.extensions = {**request.extensions, "trace": self._trace}
+
+    def _trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event in _STREAM_EVENTS:
+            with self._lock:
+                self._stream = info.get("return_value")
+                aborted = self._aborted
+            if aborted:
+                _shutdown(self._stream)
+        elif event in _SENDING_EVENTS and self._aborted:
+            raise _Aborted("the request was cancelled before it was sent")
+
+
+def _shutdown(stream: Any) -> None:
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if not isinstance(sock, socket.socket):
+        return
+    try:  # socket.socket's own shutdown, also for an SSLSocket: the fd, not the TLS session
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:  # already closed: the request is over anyway
+        pass
+
+
+class _Lanes:
+    """Idle lanes, built on demand (one per request in flight at the peak) and reused."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._options = dict(options)
+        self._lock = threading.Lock()
+        self._idle: list[_Lane] = []
+        self._ssl_context: ssl.SSLContext | None = None
+
+    def take(self) -> _Lane:
+        """An idle lane, or a new one."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            if self._ssl_context is None:  # one TLS context for every lane (tens of ms each)
+                self._ssl_context = httpx2.create_ssl_context()
+            context = self._ssl_context
+        return _Lane(self._options, context)
+
+    def put(self, lane: _Lane) -> None:
+        """Give back a lane whose request ended normally."""
+        with self._lock:
+            self._idle.append(lane)
+
+    def close(self) -> None:
+        """Close every idle lane."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for lane in idle:
+            lane.close()
+
+
+class _Call:
+    """One request on a helper thread; the caller either gets its outcome or abandons it."""
+
+    def __init__(self, send: Callable[[], MessagesResponse], *,
+                 on_abandoned: Callable[[], None] | None) -> None:
+        self._send = send
+        self._on_abandoned = on_abandoned
+        self._lock = threading.Lock()
+        self._woken = threading.Event()
+        self._state = "running"
+        self._value: MessagesResponse | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> None:
+        """Send from a daemon thread."""
+        threading.Thread(target=self._run, name="verity-model-call", daemon=True).start()
+
+    def wake(self) -> None:
+        """Stop waiting (the token was set)."""
+        self._woken.set()
+
+    def settle(self) -> bool:
+        """Wait for the outcome or a wake; True if the outcome is there (it wins a tie),
+        False if the call is abandoned from now on."""
+        self._woken.wait()
+        with self._lock:
+            if self._state == "done":
+                return True
+            self._state = "abandoned"
+            return False
+
+    def result(self) -> MessagesResponse:
+        """The response, or the error the request raised."""
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+    def _run(self) -> None:
+        value: MessagesResponse | None = None
+        error: BaseException | None = None
+        try:
+            value = self._send()
+        except BaseException as exc:  # handed to the caller, or dropped with the call
+            error = exc
+        with self._lock:
+            abandoned = self._state == "abandoned"
+            if not abandoned:
+                self._state, self._value, self._error = "done", value, error
+        self._woken.set()
+        if abandoned and self._on_abandoned is not None:
+            self._on_abandoned()

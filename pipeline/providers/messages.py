@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipeline.cancellation import raise_if_cancelled
 from pipeline.serialization import sha256_hex
 
 JSON = dict[str, Any]
@@ -123,7 +124,9 @@ class ScriptedProvider:
         return self
 
     def send(self, request: MessagesRequest) -> MessagesResponse:
-        """Pop the next reply; raise it if it is an exception."""
+        """Pop the next reply; raise it if it is an exception. With a cancel token bound and
+        set, RunCancelledError and nothing is popped or recorded (no request was sent)."""
+        raise_if_cancelled(f"{request.role} ({request.model})")
         self.requests.append(request)
         reply = self.replies.popleft()
         if isinstance(reply, Exception):
