@@ -10,6 +10,7 @@ from pydantic import Field
 from models.bundle import FinalAnswer
 from models.common import Contract, FallbackType, Intent, RunStatus, Verdict
 from models.evaluation import SelfEvaluation
+from models.state import NextStep
 
 
 class RunEvent(Contract):
@@ -67,6 +68,10 @@ class RunRecord(Contract):
     created_at: datetime | None = Field(default=None, description="Creation time (UTC).")
     updated_at: datetime | None = Field(default=None, description="Last change (UTC).")
     finished_at: datetime | None = Field(default=None, description="Terminal time (UTC).")
+    deadline_at: datetime | None = Field(
+        default=None, description="Past it the run ends FAILED (RUN_DEADLINE_EXCEEDED).")
+    reconcile_count: int = Field(
+        default=0, ge=0, description="Stalled steps the reconciler re-sent.")
 
 
 class RunHead(Contract):
@@ -79,3 +84,17 @@ class RunHead(Contract):
     cancel_requested: bool = Field(default=False, description="Cancellation flag.")
     data_source: str | None = Field(default=None, description="Where its tools read data.")
     session_id: str | None = Field(default=None, description="Conversation session.")
+
+
+class StalledRun(Contract):
+    """A PENDING or RUNNING run with no progress for a while and no live lease: what the
+    reconciler re-sends, cancels or fails."""
+
+    run_id: str = Field(description="Run id.")
+    status: RunStatus = Field(description="PENDING or RUNNING.")
+    version: int = Field(ge=0, description="The version its stored next step runs at.")
+    updated_at: datetime = Field(description="Last progress (UTC); a claim is conditional on it.")
+    cancel_requested: bool = Field(default=False, description="Cancellation flag.")
+    reconcile_count: int = Field(default=0, ge=0, description="Times re-sent before.")
+    next: NextStep | None = Field(
+        default=None, description="The stored next step; None when the state has none.")

@@ -19,6 +19,7 @@ from sqlalchemy import (  # noqa: TID251 - models/ holds the tables
     Dialect,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -85,6 +86,8 @@ class DiagnosisRunRow(Base):
     """`diagnosis_run`: one run, its state and its released outcome."""
 
     __tablename__ = "diagnosis_run"
+    # The reconciler's sweep: non-terminal runs, oldest progress first.
+    __table_args__ = (Index("ix_diagnosis_run_status_updated_at", "status", "updated_at"),)
 
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     session_id: Mapped[str | None] = mapped_column(String(128), index=True)
@@ -113,6 +116,13 @@ class DiagnosisRunRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # Past it the reconciler ends the run FAILED (RUN_DEADLINE_EXCEEDED); None: no deadline.
+    deadline_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # Who runs a node of the run now, and until when (a node lease); none between nodes.
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # How often the reconciler re-sent a stalled step of the run.
+    reconcile_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
 
 class ToolInvocationRow(Base):

@@ -51,6 +51,29 @@ class VeritySettings(BaseSettings):
         "`delay:<node>=<seconds>` sleeps before a node body, `raise:<tool>` makes a tool fail.",
     )
 
+    # -- durable runs ------------------------------------------------------------------------
+    run_deadline_s: float = Field(
+        default=3600.0, gt=0,
+        description="Seconds a run may take from submit to its end; past it the reconciler "
+        "ends it FAILED (RUN_DEADLINE_EXCEEDED).",
+    )
+    reconcile_interval_s: float = Field(
+        default=15.0, gt=0, description="Seconds between two reconciler sweeps (beat or loop)."
+    )
+    reconcile_stale_s: float = Field(
+        default=60.0, gt=0,
+        description="A PENDING or RUNNING run with no progress and no live lease for this long "
+        "has its stored next step re-sent.",
+    )
+    reconcile_limit: int = Field(
+        default=200, gt=0, description="Runs each kind of reconciler action handles per sweep."
+    )
+    store_retry_budget_s: float = Field(
+        default=120.0, ge=0,
+        description="Seconds a task keeps retrying an unreachable database, counted from its "
+        "message's first try; past it the task gives up and the reconciler finishes the run.",
+    )
+
     # -- models ------------------------------------------------------------------------------
     provider: Literal["auto", "offline", "anthropic"] = Field(
         default="auto",

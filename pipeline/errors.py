@@ -9,6 +9,7 @@
     │   ├── RunNotFoundError        no such run id
     │   ├── StaleStateError         a conditional update lost the race (expected node/version)
     │   └── StoreUnavailableError   the database could not be reached; the task is retried
+    ├── BrokerUnavailableError      the broker could not be reached at submit; no run is left
     └── RunFailure                  a run cannot go on normally; routing picks a fallback
         ├── ProviderUnavailableError    transient: 429, 529, 5xx, timeout, dropped connection;
         │                               backed off and retried (honours `retry_after`)
@@ -71,6 +72,10 @@ class StaleStateError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The database could not be reached or dropped the connection; worth another try."""
+
+
+class BrokerUnavailableError(VerityError):
+    """The message broker could not be reached to enqueue a run; the run was not kept."""
 
 
 class RunFailure(VerityError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, cast
 
@@ -78,9 +78,12 @@ def _run_row(
     source: str,
     source_run_id: str | None,
     executor_output_raw: str | None,
+    deadline_s: float | None = None,
 ) -> DiagnosisRunRow:
     if not 0 < len(run_id) <= _RUN_ID_MAX:
         raise StoreError(f"run id must be 1 to {_RUN_ID_MAX} characters: {run_id!r}")
+    if deadline_s is not None and not deadline_s > 0:
+        raise StoreError(f"a run deadline must be positive: {deadline_s!r}")
     now = _now()
     return DiagnosisRunRow(
         run_id=run_id,
@@ -96,6 +99,8 @@ def _run_row(
         executor_output_raw=executor_output_raw,
         created_at=now,
         updated_at=now,
+        deadline_at=now + timedelta(seconds=deadline_s) if deadline_s is not None else None,
+        reconcile_count=0,
     )
 
 
@@ -340,6 +345,8 @@ def _record(row: DiagnosisRunRow) -> RunRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         finished_at=row.finished_at,
+        deadline_at=row.deadline_at,
+        reconcile_count=row.reconcile_count,
     )
 
 

@@ -130,10 +130,10 @@ WITH run AS (
   INSERT INTO diagnosis_run (run_id, session_id, query, intent, status, version, source,
                              source_run_id, cancel_requested, evidence_retry_count,
                              executor_output_raw, state, data_source, event_seq,
-                             invocation_seq, created_at, updated_at)
+                             invocation_seq, created_at, updated_at, deadline_at)
   VALUES (%(p_run_id)s, %(p_session_id)s, %(p_query)s, %(p_intent)s, %(p_status)s, 0, %(p_source)s,
           %(p_source_run_id)s, false, 0, %(p_output)s, CAST(%(p_state)s AS json), %(p_data_source)s,
-          %(p_events)s, 0, %(p_now)s, %(p_now)s)
+          %(p_events)s, 0, %(p_now)s, %(p_now)s, %(p_deadline)s)
   RETURNING event_seq
 ), {_EVENTS_CTE}
 SELECT event_seq FROM run
@@ -212,9 +212,12 @@ class HotPath:
     @contextmanager
     def cursor(self) -> Iterator[Any]:
         """A cursor on a pooled connection; a lost connection drops the pool and becomes
-        StoreUnavailableError (the caller's task is retried)."""
-        with _available():
-            connection = self._engine.raw_connection()
+        StoreUnavailableError (the caller's task is retried), and so does a refused one."""
+        try:
+            with _available():
+                connection = self._engine.raw_connection()
+        except self._lost as exc:  # the pool connects with psycopg's own errors, unwrapped
+            raise _unavailable(exc) from exc
         cursor = connection.cursor()
         try:
             yield cursor

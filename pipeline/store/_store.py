@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 from uuid import uuid4
@@ -27,11 +28,12 @@ from sqlalchemy.orm import Session, defer, sessionmaker
 from models.bundle import RunBundle, RunResult
 from models.common import Intent, RunStatus
 from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
-from models.run import LlmAttempt, RunEvent, RunHead, RunRecord
+from models.run import LlmAttempt, RunEvent, RunHead, RunRecord, StalledRun
+from models.state import NextStep
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
 from models.verifier import RetryContext
 from pipeline.errors import RunNotFoundError, StaleStateError, StoreError
-from pipeline.store import _hot, _pg
+from pipeline.store import _hot, _pg, _sweep
 from pipeline.store._engine import (
     _NO_SYNC,
     _TERMINAL,
@@ -66,14 +68,20 @@ from pipeline.store._ops import (
     _write_events,
     _write_invocations,
 )
+from pipeline.store._sweep import DEFAULT_RUN_DEADLINE_S
 
 
 class RunStore:
     """Runs, tool invocations, events and model attempts in a relational database."""
 
-    def __init__(self, engine: Engine) -> None:
-        """Wrap an engine whose schema is already at head; prefer `RunStore.open`."""
+    def __init__(self, engine: Engine, *, run_deadline_s: float = DEFAULT_RUN_DEADLINE_S
+                 ) -> None:
+        """Wrap an engine whose schema is already at head; prefer `RunStore.open`.
+
+        `run_deadline_s`: the deadline of a run created without one of its own.
+        """
         self._engine = engine
+        self.run_deadline_s = run_deadline_s
         self._pg = engine.dialect.name == "postgresql"
         # Reads, and on PostgreSQL the one-statement hot writes, run in autocommit: one round
         # trip per statement, no BEGIN/COMMIT around it. PostgreSQL gets a pool of its own
@@ -84,15 +92,17 @@ class RunStore:
         self._read_sessions = sessionmaker(self._fast, expire_on_commit=False)
 
     @classmethod
-    def open(cls, url: str) -> RunStore:
-        """Connect to `url` and migrate the schema to head."""
+    def open(cls, url: str, *, run_deadline_s: float = DEFAULT_RUN_DEADLINE_S) -> RunStore:
+        """Connect to `url` and migrate the schema to head; a database that cannot be
+        reached is StoreUnavailableError."""
         engine = make_engine(url)
         try:
-            upgrade_schema(engine)
+            with _available():
+                upgrade_schema(engine)
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine)
+        return cls(engine, run_deadline_s=run_deadline_s)
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -155,8 +165,13 @@ class RunStore:
         data_source: str | None = None,
         state: dict[str, Any] | None = None,
         events: Sequence[tuple[str, str, dict[str, Any]]] = (),
+        deadline_s: float | None = None,
     ) -> str:
-        """Insert a run at version 0 and return its id (a uuid4 hex when none is given)."""
+        """Insert a run at version 0 and return its id (a uuid4 hex when none is given).
+
+        The run must end within `deadline_s` seconds (default: the store's `run_deadline_s`),
+        else the reconciler ends it FAILED.
+        """
         row = _run_row(
             run_id=run_id or uuid4().hex,
             query=query,
@@ -166,6 +181,7 @@ class RunStore:
             source=source,
             source_run_id=source_run_id,
             executor_output_raw=executor_output_raw,
+            deadline_s=self.run_deadline_s if deadline_s is None else deadline_s,
         )
         if self._pg:
             params = {
@@ -175,6 +191,7 @@ class RunStore:
                 "p_state": _pg.dumps(state) if state is not None else None,
                 "p_data_source": data_source, "p_events": len(events),
                 "p_event_rows": _pg.event_rows(events), "p_now": row.created_at,
+                "p_deadline": row.deadline_at,
             }
             self._hot_path().write(_pg.CREATE_RUN, params, row.run_id)
             return row.run_id
@@ -324,8 +341,10 @@ class RunStore:
                      row.data_source, row.session_id)
         return head, _invocation(row)
 
-    def cancel_run(self, run_id: str, *, reason: str = "cancel requested") -> bool:
-        """End a non-terminal run as CANCELLED, with an event; False if already terminal."""
+    def cancel_run(self, run_id: str, *, reason: str = "cancel requested",
+                   node: str | None = None) -> bool:
+        """End a non-terminal run as CANCELLED, with an event (of `node`, else the run's last
+        node); False if already terminal."""
         with self._write() as session:
             row = _load_run(session, run_id, lock=True)
             if RunStatus(row.status).terminal:
@@ -336,9 +355,56 @@ class RunStore:
             row.version += 1
             row.updated_at = row.finished_at = now
             session.flush()
-            _insert_event(session, run_id, node=row.node or "submit", kind="cancelled",
-                          payload={"reason": reason})
+            _insert_event(session, run_id, node=node or row.node or "submit",
+                          kind="cancelled", payload={"reason": reason})
             return True
+
+    # -- the reconciler -----------------------------------------------------------------
+
+    def find_stalled(
+        self, *, older_than_s: float, limit: int, now: datetime | None = None
+    ) -> list[StalledRun]:
+        """PENDING or RUNNING runs whose last change is more than `older_than_s` seconds old
+        and whose node lease is absent or expired, oldest first, with their stored next step."""
+        now = _as_utc(now)
+        stmt = _sweep.select_stalled(before=_sweep.stale_before(now, older_than_s), now=now,
+                                     limit=limit)
+        with self._connect_read() as connection:
+            return [_sweep.stalled_run(row) for row in connection.execute(stmt)]
+
+    def claim_stalled(
+        self, run_id: str, *, version: int, updated_at: datetime, step: NextStep | None = None
+    ) -> bool:
+        """Claim a stalled run for one re-send: touch it (`updated_at`, `reconcile_count`)
+        and append a reconcile/resent event, only if it is still at `version` and
+        `updated_at` with no live lease. Of several reconcilers claiming one stall, exactly
+        one gets True. `step` is the stored next step for the event (read if not given)."""
+        with self._connect_write() as connection:
+            return _sweep.claim(connection, run_id, version=version,
+                                updated_at=_as_utc(updated_at), step=step)
+
+    def fail_overdue(self, *, now: datetime | None = None, limit: int = 100) -> list[str]:
+        """End non-terminal runs past their deadline as FAILED (RUN_DEADLINE_EXCEEDED), each
+        with a reconcile/failed event; the ids of those this call ended."""
+        stmt = _sweep.select_overdue(now=_as_utc(now), limit=limit)
+        with self._connect_read() as connection:
+            overdue = list(connection.execute(stmt))
+        return [row.run_id for row in overdue if self.fail_run(
+            row.run_id, version=row.version, reason=_sweep.DEADLINE_EXCEEDED,
+            error=_sweep.deadline_message(row.created_at, row.deadline_at))]
+
+    def fail_run(self, run_id: str, *, version: int, reason: str, error: str) -> bool:
+        """End a non-terminal run at `version` FAILED with a reconcile/failed event
+        ({reason, error}); False, and nothing written, if it moved on or ended."""
+        with self._connect_write() as connection:
+            return _sweep.fail(connection, run_id, version=version, reason=reason,
+                               error=error)
+
+    def delete_run(self, run_id: str) -> bool:
+        """Remove a run that never started (PENDING at version 0, e.g. its submit never
+        reached the broker), with its events; False if there is none or it has started."""
+        with self._connect_write() as connection:
+            return bool(connection.execute(_sweep.delete_unstarted(run_id)).rowcount == 1)
 
     def previous_turn(self, session_id: str) -> RunRecord | None:
         """The latest DIAGNOSIS run of the session that ended SUCCESS, if any.
