@@ -35,3 +35,4 @@ bench: $(STAMP) services
 	$(BIN)/python bench/runtime.py
 	$(BIN)/python bench/prompt_tokens.py
 	$(BIN)/python bench/llm_concurrency.py
+	$(BIN)/python bench/chaos.py
