@@ -58,7 +58,6 @@ from pipeline.serialization import sha256_hex
 
 __all__ = [
     "IMMEDIATE",
-    "IN_FLIGHT",
     "MAX_ATTEMPTS",
     "AttemptJournal",
     "AttemptLog",
@@ -73,8 +72,6 @@ MAX_ATTEMPTS = 2
 """Attempts a call gets for invalid output or a guard's refusal: one technical retry."""
 
 _TECHNICAL = (ValidationError, ProviderOutputInvalidError, GuardRejectedError)
-IN_FLIGHT = "in_flight"
-"""The outcome of a journaled attempt whose request is out and not yet answered."""
 
 
 class AttemptJournal(Protocol):

@@ -146,6 +146,23 @@ class VeritySettings(BaseSettings):
         default=2, ge=0, description="`pause_turn` continuations of one Executor turn."
     )
 
+    # -- leases ------------------------------------------------------------------------------
+    lease_ttl_s: float = Field(
+        default=30.0, gt=0,
+        description="Seconds a node lease lasts unless renewed: how long a dead copy's node "
+        "stays leased. At most half of `visibility_timeout` (`check_lease_settings`).",
+    )
+    lease_renew_s: float = Field(
+        default=0.5, gt=0,
+        description="Seconds between two renewals of a process's leases (one statement); also "
+        "how soon a running model call sees its run cancelled. At most half of the TTL.",
+    )
+    visibility_timeout: float = Field(
+        default=600.0, gt=0,
+        description="Seconds before the broker redelivers an unacked message of a dead worker "
+        "(`VERITY_VISIBILITY_TIMEOUT`, which celeryconfig.py reads too).",
+    )
+
     def model_for(self, role: str) -> str:
         """The configured model of an agent role."""
         models = {"planner": self.model_planner, "executor": self.model_executor,

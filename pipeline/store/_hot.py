@@ -58,6 +58,8 @@ COMMIT_NODE = (
                          else_=RUN.finished_at),
         event_seq=RUN.event_seq + bindparam("p_events", type_=Integer),
         invocation_seq=RUN.invocation_seq + bindparam("p_invocations", type_=Integer),
+        lease_owner=None,  # the node is over: its lease with it
+        lease_expires_at=None,
     )
     .returning(RUN.event_seq, RUN.invocation_seq)
 )

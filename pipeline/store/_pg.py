@@ -71,7 +71,8 @@ _RUN_UPDATE = f"""run AS (
     executor_output_raw = COALESCE(%(p_output)s, executor_output_raw),
     updated_at = %(p_now)s,
     finished_at = CASE WHEN %(p_terminal)s THEN %(p_now)s ELSE finished_at END,
-    event_seq = event_seq + %(p_events)s, invocation_seq = invocation_seq + %(p_invocations)s
+    event_seq = event_seq + %(p_events)s, invocation_seq = invocation_seq + %(p_invocations)s,
+    lease_owner = NULL, lease_expires_at = NULL
   WHERE run_id = %(p_run_id)s AND version = %(p_version)s AND {_NOT_TERMINAL}
   RETURNING event_seq, invocation_seq
 )"""
@@ -117,7 +118,8 @@ WITH run AS (
     status = %(p_status)s, node = 'finalize', verdict = %(p_verdict)s,
     fallback_type = %(p_fallback_type)s, final_answer = CAST(%(p_final_answer)s AS json),
     self_evaluation = CAST(%(p_self_evaluation)s AS json), version = version + 1,
-    updated_at = %(p_now)s, finished_at = %(p_now)s, event_seq = event_seq + %(p_events)s
+    updated_at = %(p_now)s, finished_at = %(p_now)s, event_seq = event_seq + %(p_events)s,
+    lease_owner = NULL, lease_expires_at = NULL
   WHERE run_id = %(p_run_id)s AND {_NOT_TERMINAL} AND NOT cancel_requested
     AND (CAST(%(p_version)s AS integer) IS NULL OR version = %(p_version)s)
   RETURNING event_seq

@@ -42,6 +42,7 @@ from pipeline.store._engine import (
     make_engine,
     upgrade_schema,
 )
+from pipeline.store._lease import LeaseStore
 from pipeline.store._ops import (
     _add_run,
     _advance_values,
@@ -71,8 +72,9 @@ from pipeline.store._ops import (
 from pipeline.store._sweep import DEFAULT_RUN_DEADLINE_S
 
 
-class RunStore:
-    """Runs, tool invocations, events and model attempts in a relational database."""
+class RunStore(LeaseStore):
+    """Runs, tool invocations, events and model attempts in a relational database; node
+    leases and the attempt journal come from `LeaseStore`."""
 
     def __init__(self, engine: Engine, *, run_deadline_s: float = DEFAULT_RUN_DEADLINE_S
                  ) -> None:
@@ -354,6 +356,7 @@ class RunStore:
             row.cancel_requested = True
             row.version += 1
             row.updated_at = row.finished_at = now
+            row.lease_owner = row.lease_expires_at = None
             session.flush()
             _insert_event(session, run_id, node=node or row.node or "submit",
                           kind="cancelled", payload={"reason": reason})

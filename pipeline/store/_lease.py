@@ -1,0 +1,389 @@
+"""Node leases and the attempt journal: the store's side of "one execution at a time per node".
+
+A lease is two columns of the run row (`lease_owner`, `lease_expires_at`): a node copy may run
+only while it holds the lease for the run's current version. It is taken by one conditional
+UPDATE, renewed for all of a process's runs by one statement, given back on exit and cleared by
+the commit that ends the node. Expiry is judged by the writer's clock, like every timestamp of
+the store: the hosts' clocks must agree to well within a TTL.
+
+The journal writes `llm_attempt` rows as requests happen: `in_flight` before a request goes
+out, completed after it. A row's number is one above the highest stored for (run, role, cycle),
+computed inside the INSERT; two copies racing for one number never violate the unique
+constraint: the loser's `ON CONFLICT DO NOTHING` inserts nothing and it tries the next number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import (
+    Float,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    case,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
+
+from models.run import LlmAttempt
+from models.tables import DiagnosisRunRow, LlmAttemptRow, UtcDateTime
+from pipeline.errors import RunNotFoundError, StoreError
+from pipeline.store._engine import _TERMINAL
+from pipeline.store._ops import _as_utc, _now
+from pipeline.store._pg import HotPath
+
+__all__ = ["ABANDONED", "IN_FLIGHT", "LeaseOutcome", "LeaseState", "LeaseStore"]
+
+IN_FLIGHT = "in_flight"
+"""Outcome of a journaled attempt whose request is out and not answered yet."""
+ABANDONED = "abandoned"
+"""Outcome of an in-flight attempt whose node copy died (its answer will never be known)."""
+_OPEN = (IN_FLIGHT, ABANDONED)  # a late answer still completes an abandoned row
+_NUMBER_TRIES = 50
+"""Numbers tried by one insert before giving up: each loss means another copy just took one."""
+
+LeaseState = Literal["acquired", "leased", "stale", "ended"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseOutcome:
+    """What `acquire_lease` found.
+
+    `state`: `acquired` (ours now), `leased` (another owner holds a live lease), `stale` (the
+    run is at another version), `ended` (terminal or cancel requested). `version` is the run's
+    version as found; `owner` and `expires_at` the lease's holder and expiry (ours if acquired).
+    """
+
+    state: LeaseState
+    version: int
+    owner: str | None = None
+    expires_at: datetime | None = None
+
+    @property
+    def acquired(self) -> bool:
+        """Whether the lease is ours."""
+        return self.state == "acquired"
+
+
+# -- statements: the SQLAlchemy Core path (SQLite) ------------------------------------------
+
+RUN = DiagnosisRunRow
+ATTEMPT = LlmAttemptRow
+
+_LIVE = (RUN.status.not_in(_TERMINAL), RUN.cancel_requested.is_(False))
+ACQUIRE = (
+    update(RUN)
+    .where(RUN.run_id == bindparam("p_run_id"), RUN.version == bindparam("p_version"), *_LIVE,
+           or_(RUN.lease_owner.is_(None), RUN.lease_expires_at < bindparam("p_now"),
+               RUN.lease_owner == bindparam("p_owner")))
+    .values(lease_owner=bindparam("p_owner"), lease_expires_at=bindparam("p_expires"))
+    .returning(RUN.run_id)
+)
+SELECT_LEASE = select(RUN.version, RUN.status, RUN.cancel_requested, RUN.lease_owner,
+                      RUN.lease_expires_at).where(RUN.run_id == bindparam("p_run_id"))
+RENEW = (
+    update(RUN)
+    .where(RUN.run_id.in_(bindparam("p_run_ids", expanding=True)),
+           RUN.lease_owner == bindparam("p_owner"), *_LIVE)
+    .values(lease_expires_at=bindparam("p_expires"))
+    .returning(RUN.run_id)
+)
+RELEASE = (
+    update(RUN)
+    .where(RUN.run_id == bindparam("p_run_id"), RUN.lease_owner == bindparam("p_owner"))
+    .values(lease_owner=None, lease_expires_at=None)
+)
+
+_SAME_CALL = (ATTEMPT.run_id == RUN.run_id, ATTEMPT.role == bindparam("p_role"),
+              ATTEMPT.cycle == bindparam("p_cycle"))
+_NEXT_NUMBER = select(func.coalesce(func.max(ATTEMPT.attempt_number), 0) + 1).where(
+    *_SAME_CALL).scalar_subquery()
+_WANTED = bindparam("p_number", type_=Integer)
+_NUMBER = case(
+    (_WANTED.is_not(None) & ~exists().where(*_SAME_CALL, ATTEMPT.attempt_number == _WANTED),
+     _WANTED),
+    else_=_NEXT_NUMBER,
+)
+_ROW = {
+    "run_id": RUN.run_id,
+    "role": bindparam("p_role", type_=String),
+    "cycle": bindparam("p_cycle", type_=Integer),
+    "attempt_number": _NUMBER,
+    "prompt_name": bindparam("p_prompt_name", type_=String),
+    "prompt_version": bindparam("p_prompt_version", type_=String),
+    "input_sha256": bindparam("p_input_sha256", type_=String),
+    "model": bindparam("p_model", type_=String),
+    "latency_ms": bindparam("p_latency_ms", type_=Float),
+    "input_tokens": bindparam("p_input_tokens", type_=Integer),
+    "output_tokens": bindparam("p_output_tokens", type_=Integer),
+    "cache_read_tokens": bindparam("p_cache_read_tokens", type_=Integer),
+    "cache_write_tokens": bindparam("p_cache_write_tokens", type_=Integer),
+    "cost_usd": bindparam("p_cost_usd", type_=Float),
+    "outcome": bindparam("p_outcome", type_=String),
+    "error_type": bindparam("p_error_type", type_=String),
+    "created_at": bindparam("p_now", type_=UtcDateTime()),
+}
+_SOURCE: Select[*tuple[Any, ...]] = select(
+    *(value.label(name) for name, value in _ROW.items())
+).where(RUN.run_id == bindparam("p_run_id"))
+INSERT_NUMBERED = (
+    sqlite_insert(ATTEMPT)
+    .from_select(list(_ROW), _SOURCE)
+    .on_conflict_do_nothing(index_elements=["run_id", "role", "cycle", "attempt_number"])
+    .returning(ATTEMPT.attempt_number)
+)
+"""One attempt row numbered `p_number` if that is free (NULL: never), else one above the
+highest of its run, role and cycle; nothing if the run does not exist or the number was taken
+meanwhile (PostgreSQL: another copy's concurrent insert)."""
+_SAME_ROW = (ATTEMPT.run_id == bindparam("p_run_id"), ATTEMPT.role == bindparam("p_role"),
+             ATTEMPT.cycle == bindparam("p_cycle"),
+             ATTEMPT.attempt_number == bindparam("p_number"))
+END_ATTEMPT = (
+    update(ATTEMPT)
+    .where(*_SAME_ROW, ATTEMPT.outcome.in_(_OPEN))
+    .values(outcome=bindparam("p_outcome"), latency_ms=bindparam("p_latency_ms"),
+            input_tokens=bindparam("p_input_tokens"), output_tokens=bindparam("p_output_tokens"),
+            cache_read_tokens=bindparam("p_cache_read_tokens"),
+            cache_write_tokens=bindparam("p_cache_write_tokens"),
+            cost_usd=bindparam("p_cost_usd"), error_type=bindparam("p_error_type"))
+)
+ABANDON = (
+    update(ATTEMPT)
+    .where(ATTEMPT.run_id == bindparam("p_run_id"), ATTEMPT.outcome == IN_FLIGHT)
+    .values(outcome=ABANDONED)
+)
+RUN_EXISTS = select(RUN.run_id).where(RUN.run_id == bindparam("p_run_id"))
+
+# -- statements: PostgreSQL's hot path (one statement each, autocommit) ------------------------
+
+_PG_NOT_TERMINAL = "status NOT IN ({})".format(", ".join(f"'{s}'" for s in _TERMINAL))
+_PG_LIVE = f"{_PG_NOT_TERMINAL} AND NOT cancel_requested"
+PG_ACQUIRE = f"""
+WITH taken AS (
+  UPDATE diagnosis_run SET lease_owner = %(p_owner)s, lease_expires_at = %(p_expires)s
+  WHERE run_id = %(p_run_id)s AND version = %(p_version)s AND {_PG_LIVE}
+    AND (lease_owner IS NULL OR lease_expires_at < %(p_now)s OR lease_owner = %(p_owner)s)
+  RETURNING run_id
+)
+SELECT EXISTS (SELECT 1 FROM taken), r.version, r.status, r.cancel_requested, r.lease_owner,
+       r.lease_expires_at
+FROM diagnosis_run r WHERE r.run_id = %(p_run_id)s
+"""
+"""The conditional UPDATE, and the row as it was before it (a CTE's writes are not visible to
+its own statement): why not, in the same round trip."""
+PG_RENEW = f"""
+UPDATE diagnosis_run SET lease_expires_at = %(p_expires)s
+WHERE run_id = ANY(%(p_run_ids)s) AND lease_owner = %(p_owner)s AND {_PG_LIVE}
+RETURNING run_id
+"""
+PG_RELEASE = """
+UPDATE diagnosis_run SET lease_owner = NULL, lease_expires_at = NULL
+WHERE run_id = %(p_run_id)s AND lease_owner = %(p_owner)s
+"""
+PG_INSERT_NUMBERED = """
+WITH p AS (SELECT CAST(%(p_role)s AS varchar) AS role, CAST(%(p_cycle)s AS integer) AS cycle,
+                  CAST(%(p_number)s AS integer) AS wanted)
+INSERT INTO llm_attempt (run_id, role, cycle, attempt_number, prompt_name, prompt_version,
+                         input_sha256, model, latency_ms, input_tokens, output_tokens,
+                         cache_read_tokens, cache_write_tokens, cost_usd, outcome, error_type,
+                         created_at)
+SELECT r.run_id, p.role, p.cycle,
+       CASE WHEN p.wanted IS NOT NULL AND NOT EXISTS (
+              SELECT 1 FROM llm_attempt a WHERE a.run_id = r.run_id AND a.role = p.role
+                AND a.cycle = p.cycle AND a.attempt_number = p.wanted)
+            THEN p.wanted
+            ELSE COALESCE((SELECT MAX(a.attempt_number) FROM llm_attempt a
+                           WHERE a.run_id = r.run_id AND a.role = p.role
+                             AND a.cycle = p.cycle), 0) + 1 END,
+       %(p_prompt_name)s, %(p_prompt_version)s, %(p_input_sha256)s, %(p_model)s,
+       %(p_latency_ms)s, %(p_input_tokens)s, %(p_output_tokens)s, %(p_cache_read_tokens)s,
+       %(p_cache_write_tokens)s, %(p_cost_usd)s, %(p_outcome)s, %(p_error_type)s, %(p_now)s
+FROM diagnosis_run r, p WHERE r.run_id = %(p_run_id)s
+ON CONFLICT (run_id, role, cycle, attempt_number) DO NOTHING
+RETURNING attempt_number
+"""
+PG_END_ATTEMPT = """
+UPDATE llm_attempt SET outcome = %(p_outcome)s, latency_ms = %(p_latency_ms)s,
+  input_tokens = %(p_input_tokens)s, output_tokens = %(p_output_tokens)s,
+  cache_read_tokens = %(p_cache_read_tokens)s, cache_write_tokens = %(p_cache_write_tokens)s,
+  cost_usd = %(p_cost_usd)s, error_type = %(p_error_type)s
+WHERE run_id = %(p_run_id)s AND role = %(p_role)s AND cycle = %(p_cycle)s
+  AND attempt_number = %(p_number)s AND outcome IN ('in_flight', 'abandoned')
+"""
+PG_ABANDON = """
+UPDATE llm_attempt SET outcome = 'abandoned'
+WHERE run_id = %(p_run_id)s AND outcome = 'in_flight'
+"""
+PG_RUN_EXISTS = "SELECT 1 FROM diagnosis_run WHERE run_id = %(p_run_id)s"
+
+
+class LeaseStore:
+    """Node leases and the attempt journal, on both backends; a base of `RunStore`, whose
+    PostgreSQL hot path (`_hot`) and write connections it uses."""
+
+    _hot: HotPath | None
+    _connect_write: Callable[[], AbstractContextManager[Connection]]
+
+    # -- leases -------------------------------------------------------------------------
+
+    def acquire_lease(
+        self, run_id: str, *, version: int, owner: str, ttl_s: float
+    ) -> LeaseOutcome:
+        """Take the run's node lease for `ttl_s` seconds, in one conditional UPDATE: only if
+        the run is at `version`, not terminal, not cancel requested, and its lease is free,
+        expired or already `owner`'s. Otherwise the outcome says why; RunNotFoundError if
+        there is no such run."""
+        for _ in range(3):  # a lease seen free but taken meanwhile: look again
+            now = _now()
+            expires = now + timedelta(seconds=ttl_s)
+            params = {"p_run_id": run_id, "p_version": version, "p_owner": owner,
+                      "p_now": now, "p_expires": expires}
+            taken, found = self._acquire(params)
+            if taken:
+                return LeaseOutcome("acquired", version, owner, expires)
+            outcome = _refusal(version, *found)
+            if outcome.state != "leased" or not _free(outcome, owner=owner, now=now):
+                return outcome
+        return outcome
+
+    def renew_leases(self, owner: str, run_ids: Collection[str], ttl_s: float) -> set[str]:
+        """Extend `owner`'s leases of `run_ids` by `ttl_s` seconds, in one statement; the ids
+        whose lease is no longer `owner`'s or whose run ended or was cancelled (their node
+        copies must stop)."""
+        ids = sorted(set(run_ids))
+        if not ids:
+            return set()
+        params = {"p_owner": owner, "p_run_ids": ids,
+                  "p_expires": _now() + timedelta(seconds=ttl_s)}
+        if self._hot is not None:
+            with self._hot.cursor() as cursor:
+                cursor.execute(PG_RENEW, params)
+                kept = {row[0] for row in cursor.fetchall()}
+        else:
+            with self._connect_write() as connection:
+                kept = set(connection.execute(RENEW, params).scalars())
+        return set(ids) - kept
+
+    def release_lease(self, run_id: str, owner: str) -> bool:
+        """Give the lease back; False if it was not `owner`'s (lost, or cleared by a commit)."""
+        params = {"p_run_id": run_id, "p_owner": owner}
+        if self._hot is not None:
+            return self._hot.rowcount(PG_RELEASE, params) == 1
+        with self._connect_write() as connection:
+            return bool(connection.execute(RELEASE, params).rowcount == 1)
+
+    def _acquire(self, params: dict[str, Any]) -> tuple[bool, Sequence[Any]]:
+        if self._hot is not None:
+            found = self._hot.fetch_one(PG_ACQUIRE, params)
+            if found is None:
+                raise RunNotFoundError(params["p_run_id"])
+            return bool(found[0]), tuple(found[1:])
+        with self._connect_write() as connection:
+            taken = connection.execute(ACQUIRE, params).first() is not None
+            row = connection.execute(SELECT_LEASE, params).one_or_none()
+        if row is None:
+            raise RunNotFoundError(params["p_run_id"])
+        return taken, tuple(row)
+
+    # -- the attempt journal ----------------------------------------------------------------
+
+    def begin_attempt(
+        self, run_id: str, *, role: str, cycle: int, prompt_name: str, prompt_version: str,
+        input_sha256: str, model: str,
+    ) -> int:
+        """Insert an `in_flight` attempt row before its request is sent; its number, one
+        above the highest stored for (run, role, cycle). RunNotFoundError without the run."""
+        return self._insert_numbered({
+            "p_run_id": run_id, "p_role": role, "p_cycle": cycle, "p_number": None,
+            "p_prompt_name": prompt_name, "p_prompt_version": prompt_version,
+            "p_input_sha256": input_sha256, "p_model": model, "p_outcome": IN_FLIGHT,
+            "p_now": _now(), "p_latency_ms": 0.0, "p_input_tokens": 0, "p_output_tokens": 0,
+            "p_cache_read_tokens": 0, "p_cache_write_tokens": 0, "p_cost_usd": 0.0,
+            "p_error_type": None,
+        })
+
+    def end_attempt(
+        self, run_id: str, role: str, cycle: int, number: int, *, outcome: str,
+        input_tokens: int = 0, output_tokens: int = 0, cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0, latency_ms: float = 0.0, cost_usd: float = 0.0,
+        error_type: str | None = None,
+    ) -> bool:
+        """Complete an in-flight (or abandoned) row with its outcome, usage and latency;
+        False if there is no such open row (completed already)."""
+        params = {
+            "p_run_id": run_id, "p_role": role, "p_cycle": cycle, "p_number": number,
+            "p_outcome": outcome, "p_input_tokens": input_tokens,
+            "p_output_tokens": output_tokens, "p_cache_read_tokens": cache_read_tokens,
+            "p_cache_write_tokens": cache_write_tokens, "p_latency_ms": latency_ms,
+            "p_cost_usd": cost_usd, "p_error_type": error_type,
+        }
+        if self._hot is not None:
+            return self._hot.rowcount(PG_END_ATTEMPT, params) == 1
+        with self._connect_write() as connection:
+            return bool(connection.execute(END_ATTEMPT, params).rowcount == 1)
+
+    def abandon_in_flight(self, run_id: str) -> int:
+        """Mark the run's `in_flight` rows `abandoned` (their node copy is gone: call it once
+        the run's lease is yours); how many. A late answer still completes such a row."""
+        params = {"p_run_id": run_id}
+        if self._hot is not None:
+            return self._hot.rowcount(PG_ABANDON, params)
+        with self._connect_write() as connection:
+            return int(connection.execute(ABANDON, params).rowcount)
+
+    def record_attempts(self, attempts: Sequence[LlmAttempt]) -> list[int]:
+        """Insert attempt rows outside a node's commit (a commit that lost its race): each
+        keeps its number if free, else takes the next one; never fails on a taken number.
+        The numbers stored, in order; RunNotFoundError if a run does not exist."""
+        return [self._insert_numbered({
+            **{f"p_{name}": value for name, value in a.model_dump(
+                exclude={"attempt_number", "created_at"}).items()},
+            "p_number": a.attempt_number, "p_now": _as_utc(a.created_at),
+        }) for a in attempts]
+
+    def _insert_numbered(self, params: dict[str, Any]) -> int:
+        for _ in range(_NUMBER_TRIES):
+            stored = self._try_insert(params)
+            if stored is not None:
+                return stored
+        raise StoreError(f"no free attempt number in run {params['p_run_id']} for "
+                         f"{params['p_role']}, cycle {params['p_cycle']}")
+
+    def _try_insert(self, params: dict[str, Any]) -> int | None:
+        """The number stored, or None when another copy took it first (PostgreSQL)."""
+        if self._hot is not None:
+            found = self._hot.fetch_one(PG_INSERT_NUMBERED, params)
+            if found is None and self._hot.fetch_one(PG_RUN_EXISTS, params) is None:
+                raise RunNotFoundError(params["p_run_id"])
+            return None if found is None else int(found[0])
+        with self._connect_write() as connection:
+            row = connection.execute(INSERT_NUMBERED, params).first()
+            if row is None and connection.execute(RUN_EXISTS, params).first() is None:
+                raise RunNotFoundError(params["p_run_id"])
+        return None if row is None else int(row[0])
+
+
+def _refusal(version: int, found_version: int, status: str, cancel_requested: bool,
+             owner: str | None, expires_at: datetime | None) -> LeaseOutcome:
+    if status in _TERMINAL or cancel_requested:
+        return LeaseOutcome("ended", found_version, owner, expires_at)
+    if found_version != version:
+        return LeaseOutcome("stale", found_version, owner, expires_at)
+    return LeaseOutcome("leased", found_version, owner, expires_at)
+
+
+def _free(outcome: LeaseOutcome, *, owner: str, now: datetime) -> bool:
+    """Whether a refused lease looked takeable (so the refusal was a race)."""
+    return (outcome.owner is None or outcome.owner == owner or outcome.expires_at is None
+            or outcome.expires_at < now)
