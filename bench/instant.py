@@ -9,6 +9,7 @@ execute -> gatekeep -> verify -> compose -> finalize.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -27,10 +28,13 @@ from models.evaluation import StageStatus
 from models.invocation import LifecycleStatus, QueryScope, ToolInvocation
 from models.state import NextStep
 from pipeline.agents.base import ModelReply
+from pipeline.agents.protocols import Agents
+from pipeline.bodies.common import NodeContext, NodeInput, Step
 from pipeline.config import VeritySettings, resolve_database_url
+from pipeline.graph import GRAPH, Graph
 from pipeline.ids import mint_tool_call_id
 from pipeline.prompts import Prompt
-from pipeline.runtime import Agents, Commit, NodeInput, Runtime
+from pipeline.runtime import Runtime
 from pipeline.store import RunStore
 from pipeline.tools.registry import Tool, ToolRegistry
 from pipeline.tools.source import ArgsModel, ToolOutput
@@ -98,18 +102,18 @@ class InstantComposer:
             "user_facing_answer": "noop ok"}))
 
 
-def _plan(rt: Runtime, inp: NodeInput) -> Commit:
+def _plan(ctx: NodeContext, inp: NodeInput) -> Step:
     plan = Plan(intent=Intent.DIAGNOSIS, service="bench-service", steps=[])
     transcript = Transcript(query=inp.state.pipeline.query, plan=plan)
-    return Commit(inp.state.model_copy(update={
+    return Step(inp.state.model_copy(update={
         "plan": plan, "transcript": transcript, "next": NextStep(node="execute")}))
 
 
-def _execute(rt: Runtime, inp: NodeInput) -> Commit:
+def _execute(ctx: NodeContext, inp: NodeInput) -> Step:
     state = inp.state
     assert state.transcript is not None
     if inp.invocations:
-        return Commit(state.model_copy(update={"next": NextStep(node="gatekeep")}),
+        return Step(state.model_copy(update={"next": NextStep(node="gatekeep")}),
                       executor_output_raw='{"claims": []}')
     calls = [ToolCallRequest(tool_call_id=mint_tool_call_id(inp.head.run_id, i),
                              tool_name="noop", arguments={"index": i})
@@ -119,30 +123,39 @@ def _execute(rt: Runtime, inp: NodeInput) -> Commit:
                               arguments=c.arguments, status=LifecycleStatus.PROJECTING)
                for c in calls]
     step = NextStep(node="execute", tool_call_ids=[c.tool_call_id for c in calls])
-    return Commit(state.model_copy(update={"transcript": transcript, "next": step}),
+    return Step(state.model_copy(update={"transcript": transcript, "next": step}),
                   invocations=pending, turn=1)
 
 
-def _then(node: str) -> Callable[[Runtime, NodeInput], Commit]:
-    def body(rt: Runtime, inp: NodeInput) -> Commit:
-        return Commit(inp.state.model_copy(update={"next": NextStep(node=node)}))
+def _then(node: str) -> Callable[[NodeContext, NodeInput], Step]:
+    def body(ctx: NodeContext, inp: NodeInput) -> Step:
+        return Step(inp.state.model_copy(update={"next": NextStep(node=node)}))
 
     return body
 
 
-def _compose(rt: Runtime, inp: NodeInput) -> Commit:
+def _compose(ctx: NodeContext, inp: NodeInput) -> Step:
     pipeline = inp.state.pipeline.model_copy(update={
         "composer_status": StageStatus.OK,
         "composer_output": ComposerOutput(answer_summary="noop ok", recommended_actions=[],
                                           user_facing_answer="noop ok")})
-    return Commit(inp.state.model_copy(update={
+    return Step(inp.state.model_copy(update={
         "pipeline": pipeline, "next": NextStep(node="finalize")}))
+
+
+def _as_set(ctx: NodeContext, inp: NodeInput, step: Step) -> Step:
+    """The instant bodies route themselves: keep the `next` they set."""
+    return step
 
 
 INSTANT_BODIES = {
     "plan": _plan, "execute": _execute, "gatekeep": _then("verify"),
     "verify": _then("compose"), "compose": _compose,
 }
+INSTANT_GRAPH: Graph = GRAPH.with_nodes(**{
+    name: dataclasses.replace(GRAPH.spec(name), body=body, edge=_as_set)
+    for name, body in INSTANT_BODIES.items()})
+"""The run's graph with instant bodies: the same nodes, queues and successors."""
 
 
 def build_runtime(settings: VeritySettings) -> Runtime:
@@ -157,4 +170,4 @@ def build_runtime(settings: VeritySettings) -> Runtime:
     )
     return Runtime(store=RunStore.open(resolve_database_url(settings)), registry=registry,
                    agents=agents, settings=settings, source_loader=lambda _source: None,
-                   bodies=INSTANT_BODIES)
+                   graph=INSTANT_GRAPH)

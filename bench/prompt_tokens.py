@@ -31,11 +31,11 @@ from fake_anthropic import FakeAnthropic, count_input_tokens, estimate_tokens  #
 from models.bundle import RunBundle  # noqa: E402
 from models.common import Intent  # noqa: E402
 from pipeline.agents.claude import ClaudeSingleTurn, dumps, frame_data  # noqa: E402
-from pipeline.agents.investigator import run_in_process  # noqa: E402
 from pipeline.agents.offline_verifier import OfflineVerifier  # noqa: E402
 from pipeline.agents.template_composer import TemplateComposer  # noqa: E402
 from pipeline.config import VeritySettings  # noqa: E402
 from pipeline.factory import claude_agents  # noqa: E402
+from pipeline.inprocess import run_in_process  # noqa: E402
 from pipeline.prompts import load_prompt  # noqa: E402
 from pipeline.providers.messages import (  # noqa: E402
     MessagesRequest,

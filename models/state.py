@@ -6,6 +6,8 @@ nodes, and `pipeline/evaluation.py` maps the final state onto `self_evaluation`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from models.agent import KnowledgeAnswer, Plan, Transcript
@@ -54,6 +56,13 @@ class NextStep(Contract):
     reason: FallbackReason | None = Field(default=None, description="For the fallback.")
 
 
+class NodeFailure(Contract):
+    """A node that could not go on normally (a model call failed): the fallback it routes to."""
+
+    fallback_type: FallbackType = Field(description="The fixed fallback type.")
+    reason: FallbackReason = Field(description="Why.")
+
+
 class RuntimeState(Contract):
     """The whole working state of a run between nodes (the `state` column)."""
 
@@ -71,3 +80,8 @@ class RuntimeState(Contract):
         default_factory=dict, description="Last attempt number per role in this cycle."
     )
     tokens_used: int = Field(default=0, ge=0, description="Model tokens spent by the run.")
+    failure: NodeFailure | None = Field(
+        default=None, description="Set by a node whose model call failed; routes to fallback.")
+    carried: dict[str, Any] | None = Field(
+        default=None, description="The first cycle's verified claims (an executor_evidence_v2 "
+        "document) that the EVIDENCE_GAP_ONLY cycle supplements.")

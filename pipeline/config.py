@@ -48,7 +48,8 @@ class VeritySettings(BaseSettings):
     faults: str = Field(
         default="",
         description="Fault injection for tests and drills, comma-separated: "
-        "`delay:<node>=<seconds>` sleeps before a node body, `raise:<tool>` makes a tool fail.",
+        "`delay:<node>=<seconds>` sleeps before a node body, `raise:<tool>` makes a tool fail, "
+        "`raise_node:<node>` makes a node's body fail (see pipeline/faults.py).",
     )
 
     # -- durable runs ------------------------------------------------------------------------
@@ -191,6 +192,11 @@ class VeritySettings(BaseSettings):
     def failing_tools(self) -> frozenset[str]:
         """Tools that must raise (fault injection); empty normally."""
         return frozenset(target for kind, target, _ in _faults(self.faults) if kind == "raise")
+
+    def failing_nodes(self) -> frozenset[str]:
+        """Nodes whose body must raise (fault injection); empty normally."""
+        return frozenset(target for kind, target, _ in _faults(self.faults)
+                         if kind == "raise_node")
 
 
 def _faults(spec: str) -> list[tuple[str, str, str]]:

@@ -20,6 +20,8 @@ from pipeline.agents.template_composer import TemplateComposer
 from pipeline.attempts import RetryPolicy
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import InputError
+from pipeline.faults import with_faults
+from pipeline.graph import GRAPH
 from pipeline.providers.messages import MessagesProvider
 from pipeline.providers.pricing import load_prices
 from pipeline.runtime import Agents, Runtime
@@ -113,10 +115,12 @@ def build_runtime(
     (`agents_for`: Claude with an API key or `VERITY_PROVIDER=anthropic`, offline otherwise)."""
     settings = settings or VeritySettings()
     agents = agents_for(settings)  # before the store: a missing key fails first, in one line
+    graph, registry = with_faults(GRAPH, default_registry(), settings)
     return Runtime(
         store=store or RunStore.open(resolve_database_url(settings)),
-        registry=default_registry(),
+        registry=registry,
         agents=agents,
         settings=settings,
         source_loader=load_source,
+        graph=graph,
     )

@@ -29,6 +29,7 @@ class Node(StrEnum):
     COMPOSE = "compose"
     FALLBACK = "fallback"
     FINALIZE = "finalize"
+    KNOWLEDGE = "knowledge"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,127 +1,38 @@
-"""The run, node by node, with its state in the store and no broker.
+"""The run over the store: load a node's input, check its version, commit its step, cancel.
 
-`tasks/` turns each `NodeOutcome.next` into Celery messages; everything that decides and
-persists lives here. A node runs only when the run is at the version its message carries and
-commits under that version, so a duplicate or redelivered message changes nothing; a node that
-committed but died before dispatching is resent from the stored `next` step.
+What runs and what follows is `pipeline/graph.py`'s; this module only persists it. `tasks/` turns
+each `NodeOutcome.next` into Celery messages. A node runs only when the run is at the version its
+message carries and commits under that version, so a duplicate or redelivered message changes
+nothing. A message lost before or after its node committed (a Redis restart, a worker killed
+between commit and dispatch) is found by the reconciler (`pipeline/reconciler.py`), which
+re-sends the stored next step through this same path.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from models.agent import (
-    ExecutorStep,
-    ExecutorTurn,
-    KnowledgeAnswer,
-    Plan,
-    PreviousTurn,
-    ToolCallRequest,
-    Transcript,
-)
-from models.common import FallbackType, Intent, RunStatus
-from models.composer import ComposerOutput
-from models.evaluation import StageStatus
-from models.fallback import FallbackReason
-from models.gatekeeper import RuleId
+from models.agent import PreviousTurn, ToolCallRequest
+from models.common import Intent, RunStatus
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
-from models.run import LlmAttempt, RunHead
+from models.run import RunHead
 from models.state import NextStep, PipelineState, RuntimeState
-from models.verifier import EvidenceGap, RetryContext
-from pipeline import nodes, routing
-from pipeline.agents.base import SingleTurnModel
-from pipeline.attempts import AttemptLog, RetryPolicy
+from pipeline.agents.protocols import Agents
+from pipeline.attempts import RetryPolicy
+from pipeline.bodies.common import NodeContext, NodeInput, Step
 from pipeline.config import VeritySettings
-from pipeline.errors import BudgetExceededError, RunFailure, StaleStateError
+from pipeline.errors import StaleStateError, StoreError, StoreUnavailableError
 from pipeline.evaluation import run_result
-from pipeline.executor_output import parse_executor_output
-from pipeline.ids import mint_tool_call_id
-from pipeline.routing import Node, Route
+from pipeline.graph import GRAPH, Graph
 from pipeline.store import RunStore
-from pipeline.tools.registry import ToolRegistry, run_tool
+from pipeline.tools.registry import ToolRegistry, clean_error, run_tool
 
-KNOWLEDGE_NODE = "knowledge"
-_NEEDS_OUTPUT = frozenset({Node.GATEKEEP.value, Node.VERIFY.value})
-_NEEDS_INVOCATIONS = frozenset(
-    {Node.EXECUTE.value, Node.GATEKEEP.value, Node.FINALIZE.value, KNOWLEDGE_NODE}
-)
-Event = tuple[str, str, dict[str, Any]]
+__all__ = ["Agents", "NodeInput", "NodeOutcome", "Runtime", "Step"]
 
-
-class Planner(Protocol):
-    """Turns a question (or the Verifier's gaps) into a plan."""
-
-    def plan(
-        self,
-        query: str,
-        *,
-        registry: ToolRegistry,
-        previous_turn: PreviousTurn | None = None,
-        gaps: list[EvidenceGap] | None = None,
-        log: AttemptLog | None = None,
-    ) -> Plan:
-        """The investigation plan; model calls are recorded in `log`."""
-        ...
-
-
-class Executor(Protocol):
-    """One step of the Executor loop: more tool calls, or the final structured output.
-
-    An Executor may also offer `repair(transcript, raw, problems, *, log) -> str`: the one
-    no-tool structural repair of a final output that failed initial validation (see
-    `RepairingExecutor`). Without it, such an output goes straight to the fallback.
-    """
-
-    def step(
-        self, transcript: Transcript, *, registry: ToolRegistry, log: AttemptLog | None = None
-    ) -> ExecutorStep:
-        """The next step; model calls are recorded in `log`."""
-        ...
-
-
-class RepairingExecutor(Executor, Protocol):
-    """An Executor that can repair the structure of its own final output, without tools."""
-
-    def repair(
-        self, transcript: Transcript, raw: str, problems: list[str], *,
-        log: AttemptLog | None = None,
-    ) -> str | None:
-        """A corrected raw output for `raw`, told what was wrong (`problems`); None when this
-        output is not one to repair (nothing is asked)."""
-        ...
-
-
-class KnowledgeAnswerer(Protocol):
-    """Answers a knowledge question from the single lookup's result."""
-
-    def answer(
-        self, query: str, lookup: ToolInvocation, *, log: AttemptLog | None = None
-    ) -> KnowledgeAnswer:
-        """Answer items citing returned documents; model calls are recorded in `log`."""
-        ...
-
-
-@dataclass
-class Agents:
-    """The agents a run uses."""
-
-    planner: Planner
-    executor: Executor
-    verifier: SingleTurnModel
-    composer: SingleTurnModel
-    knowledge: KnowledgeAnswerer
-    classify_intent: Callable[[str], Intent]
-    validate_knowledge: Callable[[KnowledgeAnswer, ToolInvocation], list[str]]
-
-
-Body = Callable[["Runtime", "NodeInput"], "Commit"]
-"""A node body: reads the node's input, returns what to commit (state, events, attempts ...)."""
-
-OutcomeKind = Literal["committed", "redispatch", "stale", "cancelled", "terminal", "failed"]
+OutcomeKind = Literal["committed", "stale", "cancelled", "terminal", "failed", "redispatch"]
+"""`redispatch` is what the reconciler sends: the stored next step, again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,40 +44,17 @@ class NodeOutcome:
     next: NextStep | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NodeInput:
-    """What one node reads, in one round trip."""
-
-    head: RunHead
-    state: RuntimeState
-    raw_output: str | None
-    invocations: list[ToolInvocation]
-
-
-@dataclass
-class Commit:
-    """What a node body hands back to be committed under the run's version."""
-
-    state: RuntimeState
-    events: list[Event] = field(default_factory=list)
-    attempts: list[LlmAttempt] = field(default_factory=list)
-    executor_output_raw: str | None = None
-    evidence_retry_count: int | None = None
-    invocations: list[ToolInvocation] = field(default_factory=list)
-    turn: int = 0
-
-
 @dataclass
 class Runtime:
-    """Node bodies over one store, tool registry and agent set."""
+    """The graph's nodes over one store, tool registry and agent set."""
 
     store: RunStore
     registry: ToolRegistry
     agents: Agents
     settings: VeritySettings
     source_loader: Callable[[str | None], Any]
-    bodies: dict[str, Body] | None = None
-    """Node bodies by node name; None means the pipeline's own (benchmarks swap them)."""
+    graph: Graph = GRAPH
+    """The graph to drive; benchmarks drive one with instant bodies."""
 
     # -- entry points ---------------------------------------------------------------------
 
@@ -183,7 +71,7 @@ class Runtime:
         state = RuntimeState(
             pipeline=PipelineState(query=query, intent=intent),
             session_id=session_id,
-            next=NextStep(node=Node.PLAN.value),
+            next=NextStep(node=self.graph.entry),
         )
         return self.store.create_run(
             query=query, intent=intent, session_id=session_id, run_id=run_id,
@@ -192,7 +80,8 @@ class Runtime:
         )
 
     def coordinate(self, run_id: str, version: int, node: str | None = None) -> NodeOutcome:
-        """Entry and chord body: dispatch `node` (or the stored next step) at `version`.
+        """Entry and chord body: dispatch `node` (or the stored next step, tool calls and all)
+        at `version`.
 
         With the node in the message there is nothing to read: the node itself checks the
         version and the cancel flag before it runs.
@@ -206,44 +95,31 @@ class Runtime:
         step = (raw or {}).get("next")
         if head.version != version or not step:
             return NodeOutcome("stale", head.version)
-        return NodeOutcome("committed", version, NextStep(node=step["node"]))
+        return NodeOutcome("committed", version, NextStep.model_validate(step))
 
     def run_node(self, run_id: str, node: str, version: int) -> NodeOutcome:
-        """Run `node` if the run is at `version`; commit its output under that version."""
-        inp = self._load(run_id, node)
+        """Run `node` if the run is at `version`; commit its step under that version."""
+        spec = self.graph.spec(node)
+        inp = self._load(run_id, spec.reads_output, spec.reads_invocations)
         record, state = inp.head, inp.state
         stop = self._stopped(record)
         if stop is not None:
             return stop
-        if record.version != version:
-            if record.version == version + 1 and record.node == node and state.next:
-                return NodeOutcome("redispatch", record.version, state.next)
+        if record.version != version or state.next is None or state.next.node != node:
             return NodeOutcome("stale", record.version)
-        if state.next is None or state.next.node != node:
-            return NodeOutcome("stale", record.version)
-        if node == Node.FINALIZE.value:
+        if node == self.graph.terminal:
             return self._finalize(inp)
-        delay = self.settings.node_delay(node)
-        if delay:
-            time.sleep(delay)
         try:
-            commit = (self.bodies or _BODIES)[node](self, inp)
+            step = self.graph.advance(self.context(), node, inp)
+        except StoreUnavailableError:
+            raise  # the task waits the database out and runs the node again
         except Exception as exc:  # a node that cannot go on fails the run, visibly
             return self._fail(record, state, node=node, error=exc)
-        try:
-            new_version = self.store.commit_node(
-                run_id, expected_version=version, node=node, state=_dump(commit.state),
-                status=RunStatus.RUNNING, events=commit.events, attempts=commit.attempts,
-                executor_output_raw=commit.executor_output_raw,
-                evidence_retry_count=commit.evidence_retry_count,
-                invocations=commit.invocations, turn=commit.turn,
-            )
-        except StaleStateError:
-            return NodeOutcome("stale", version)
-        return NodeOutcome("committed", new_version, commit.state.next)
+        return self._commit(record, node, step)
 
     def run_tool_call(self, run_id: str, tool_call_id: str) -> ToolInvocation | None:
-        """Run one requested tool call at most once to completion; never raises.
+        """Run one requested tool call at most once to completion; never raises on the call's
+        own failure (an ERROR invocation, the run goes on).
 
         The execute node stored the call as a PROJECTING row; a redelivery of a finished call
         does nothing, and a result that arrives after a cancel is discarded.
@@ -256,16 +132,7 @@ class Runtime:
             return None
         if pending.status is not LifecycleStatus.PROJECTING:
             return pending
-        registry = self.registry
-        if pending.tool_name in self.settings.failing_tools():
-            registry = _failing(registry, pending.tool_name)
-        request = ToolCallRequest(tool_call_id=tool_call_id, tool_name=pending.tool_name,
-                                  arguments=pending.arguments)
-        result = run_tool(
-            registry, request, source=self.source_loader(head.data_source),
-            max_items=self.settings.projection_max_items,
-            max_bytes=self.settings.projection_max_bytes,
-        )
+        result = self._call_tool(head, pending)
         kept = self.store.complete_invocation(
             run_id, tool_call_id, status=result.status, evidence_status=result.evidence_status,
             projection=result.projection, error=result.error, unless_cancelled=True,
@@ -284,16 +151,60 @@ class Runtime:
         self.store.request_cancel(run_id)
         return self.store.cancel_run(run_id, reason="cancel requested")
 
+    def context(self, *, evidence_retry: bool = True) -> NodeContext:
+        """What the node bodies may use: this runtime's agents, tools, settings and store."""
+        return NodeContext(agents=self.agents, registry=self.registry, settings=self.settings,
+                           previous_turn=self._previous_turn, evidence_retry=evidence_retry,
+                           retry_policy=RetryPolicy.from_settings(self.settings))
+
     # -- helpers -------------------------------------------------------------------------
 
-    def _load(self, run_id: str, node: str) -> NodeInput:
-        head, raw, output, invocations = self.store.get_node_input(
-            run_id, with_executor_output=node in _NEEDS_OUTPUT,
-            with_invocations=node in _NEEDS_INVOCATIONS,
-        )
+    def _call_tool(self, head: RunHead, pending: ToolInvocation) -> ToolInvocation:
+        request = ToolCallRequest(tool_call_id=pending.tool_call_id,
+                                  tool_name=pending.tool_name, arguments=pending.arguments)
+        try:
+            source = self.source_loader(head.data_source)
+        except StoreUnavailableError:
+            raise
+        except Exception as exc:  # a source that cannot be loaded fails the call, not the run
+            return pending.model_copy(update={
+                "status": LifecycleStatus.ERROR, "evidence_status": EvidenceStatus.ERROR,
+                "projection": None, "error": f"data source unavailable: {clean_error(exc)}"})
+        return run_tool(self.registry, request, source=source,
+                        max_items=self.settings.projection_max_items,
+                        max_bytes=self.settings.projection_max_bytes)
+
+    def _previous_turn(self, session_id: str, run_id: str) -> PreviousTurn | None:
+        prior = self.store.previous_turn(session_id)
+        if prior is None or prior.run_id == run_id or prior.final_answer is None \
+                or prior.intent is not Intent.DIAGNOSIS:
+            return None
+        return PreviousTurn(run_id=prior.run_id, query=prior.query,
+                            answer_summary=prior.final_answer.answer_summary)
+
+    def _load(self, run_id: str, output: bool, invocations: bool) -> NodeInput:
+        head, raw, raw_output, calls = self.store.get_node_input(
+            run_id, with_executor_output=output, with_invocations=invocations)
         if raw is None:
             raise StaleStateError(f"run {run_id} has no runtime state")
-        return NodeInput(head, RuntimeState.model_validate(raw), output, invocations)
+        return NodeInput(head, RuntimeState.model_validate(raw), raw_output, calls)
+
+    def _commit(self, record: RunHead, node: str, step: Step) -> NodeOutcome:
+        try:
+            new_version = self.store.commit_node(
+                record.run_id, expected_version=record.version, node=node,
+                state=_dump(step.state), status=RunStatus.RUNNING, events=step.events,
+                attempts=step.attempts, executor_output_raw=step.executor_output_raw,
+                evidence_retry_count=step.evidence_retry_count,
+                invocations=step.invocations, turn=step.turn,
+            )
+        except StaleStateError:
+            return NodeOutcome("stale", record.version)
+        except StoreUnavailableError:
+            raise
+        except StoreError as exc:  # a write the store refuses (a duplicate id ...) ends the run
+            return self._fail(record, step.state, node=node, error=exc)
+        return NodeOutcome("committed", new_version, step.state.next)
 
     def _stopped(self, record: RunHead) -> NodeOutcome | None:
         if record.status.terminal:
@@ -306,7 +217,7 @@ class Runtime:
     def _fail(
         self, record: RunHead, state: RuntimeState, *, node: str, error: Exception
     ) -> NodeOutcome:
-        message = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+        message = clean_error(error)
         try:
             version = self.store.commit_node(
                 record.run_id, expected_version=record.version, node=node,
@@ -327,349 +238,9 @@ class Runtime:
         return NodeOutcome("committed" if released else "cancelled", record.version + 1)
 
 
-
-
-def _failing(registry: ToolRegistry, name: str) -> ToolRegistry:
-    """A copy of the registry whose `name` tool raises (fault injection)."""
-    tools = {tool_name: registry.get(tool_name) for tool_name in registry.names()}
-    tools[name] = dataclasses.replace(tools[name], function=_raise_injected)
-    return ToolRegistry(tools)
-
-
-def _raise_injected(*_args: object, **_kwargs: object) -> Any:
-    raise RuntimeError("injected tool failure")
-
-
-def _attempt_log(rt: Runtime, inp: NodeInput) -> AttemptLog:
-    """The node's attempt log, continuing the run's attempt numbers and token count."""
-    return AttemptLog(
-        inp.head.run_id, start=inp.state.attempt_counters,
-        token_budget=rt.settings.token_budget, tokens_used=inp.state.tokens_used,
-        cycle=inp.state.pipeline.evidence_retry_count,
-        policy=RetryPolicy.from_settings(rt.settings),
-    )
-
-
-def _logged(state: RuntimeState, log: AttemptLog) -> RuntimeState:
-    return state.model_copy(update={"attempt_counters": log.counters(),
-                                    "tokens_used": log.tokens_used})
-
-
-def _model_failure(
-    state: RuntimeState, exc: RunFailure, *, stage: str, reason: FallbackReason,
-    fallback_type: FallbackType,
-) -> RuntimeState:
-    """Route a failed planner, executor or knowledge call to its fallback."""
-    if isinstance(exc, BudgetExceededError):
-        fallback_type, reason = FallbackType.SEMANTIC_UNAVAILABLE, FallbackReason.BUDGET_EXCEEDED
-    pipeline = state.pipeline.model_copy(update={
-        "failure_stage": stage, "budget_exceeded": isinstance(exc, BudgetExceededError)})
-    step = NextStep(node=Node.FALLBACK.value, fallback_type=fallback_type, reason=reason)
-    return state.model_copy(update={"pipeline": pipeline, "next": step})
-
-
-def _document(run_id: str, raw_output: str | None) -> dict[str, Any]:
-    parsed = parse_executor_output(raw_output or "")
-    if parsed.document is None:
-        raise StaleStateError(f"run {run_id} has no parsed executor output")
-    return parsed.document
-
-
 def _dump(state: RuntimeState) -> dict[str, Any]:
     return state.model_dump(mode="json")
 
 
-def _find(invocations: Sequence[ToolInvocation], tool_call_id: str) -> ToolInvocation | None:
-    return next((i for i in invocations if i.tool_call_id == tool_call_id), None)
-
-
-def _requested_call(state: RuntimeState, tool_call_id: str) -> ToolCallRequest | None:
-    turns = state.transcript.turns if state.transcript else []
-    return next((c for t in turns for c in t.tool_calls if c.tool_call_id == tool_call_id), None)
-
-
-def _next_for(route: Route, *, node: str | None = None) -> NextStep:
-    if route.node is Node.FALLBACK:
-        return NextStep(node=Node.FALLBACK.value, fallback_type=route.fallback_type,
-                        reason=route.reason)
-    return NextStep(node=node or route.node.value)
-
-
-# -- node bodies ----------------------------------------------------------------------------
-
-
-def _plan(rt: Runtime, inp: NodeInput) -> Commit:
-    record, state = inp.head, inp.state
-    pipeline = state.pipeline
-    gap_mode = pipeline.evidence_retry_count > 0
-    previous = None
-    if state.session_id and not gap_mode:
-        prior = rt.store.previous_turn(state.session_id)
-        if prior is not None and prior.run_id != record.run_id and prior.final_answer:
-            previous = PreviousTurn(run_id=prior.run_id, query=prior.query,
-                                    answer_summary=prior.final_answer.answer_summary)
-    log = _attempt_log(rt, inp)
-    try:
-        plan = rt.agents.planner.plan(
-            pipeline.query, registry=rt.registry, previous_turn=previous,
-            gaps=list(state.retry_gaps) if gap_mode else None, log=log,
-        )
-    except RunFailure as exc:
-        failed = _model_failure(_logged(state, log), exc, stage="plan",
-                                reason=FallbackReason.PLANNER_UNAVAILABLE,
-                                fallback_type=FallbackType.SEMANTIC_UNAVAILABLE)
-        return Commit(failed, [("plan", "failed", {"error": type(exc).__name__})], log.attempts)
-    state = _logged(state, log)
-    events: list[Event] = [("plan", "completed", {
-        "intent": pipeline.intent.value, "steps": [s.tool_name for s in plan.steps],
-        "evidence_gap_only": gap_mode, "previous_turn": previous.run_id if previous else None})]
-    if pipeline.intent is Intent.KNOWLEDGE_QUERY:
-        step = next((s for s in plan.steps if s.tool_name == "search_runbooks"), None)
-        lookup = ToolCallRequest(
-            tool_call_id=mint_tool_call_id(record.run_id, "lookup"),
-            tool_name="search_runbooks",
-            arguments=step.arguments if step else {"query": pipeline.query},
-        )
-        transcript = Transcript(query=pipeline.query, plan=plan,
-                                turns=[ExecutorTurn(tool_calls=[lookup])])
-        next_step = NextStep(node=KNOWLEDGE_NODE, tool_call_ids=[lookup.tool_call_id])
-        new = state.model_copy(update={"plan": plan, "transcript": transcript, "next": next_step})
-        pending = ToolInvocation(tool_call_id=lookup.tool_call_id, tool_name=lookup.tool_name,
-                                 arguments=lookup.arguments, status=LifecycleStatus.PROJECTING)
-        return Commit(new, events, log.attempts, invocations=[pending], turn=1)
-    transcript = Transcript(query=pipeline.query, plan=plan, previous_turn=previous,
-                            gaps=list(state.retry_gaps) if gap_mode else [])
-    next_step = NextStep(node=Node.EXECUTE.value)
-    new = state.model_copy(update={"plan": plan, "transcript": transcript, "next": next_step})
-    return Commit(new, events, log.attempts)
-
-
-def _execute(rt: Runtime, inp: NodeInput) -> Commit:
-    state = inp.state
-    assert state.transcript is not None
-    invocations = inp.invocations
-    transcript = _with_results(state.transcript, invocations)
-    log = _attempt_log(rt, inp)
-    try:
-        step = rt.agents.executor.step(transcript, registry=rt.registry, log=log)
-    except RunFailure as exc:
-        failed = _model_failure(_logged(state, log), exc, stage="execute",
-                                reason=FallbackReason.EXECUTOR_UNAVAILABLE,
-                                fallback_type=FallbackType.EVIDENCE_VALIDATION_FAILED)
-        return Commit(failed, [("execute", "failed", {"error": type(exc).__name__})],
-                      log.attempts)
-    state = _logged(state, log)
-    used = {i.tool_call_id for i in invocations}
-    fresh = [c for c in step.tool_calls if c.tool_call_id not in used]
-    max_turns = rt.settings.executor_max_turns
-    if step.final_output is None and fresh and len(transcript.turns) < max_turns:
-        stored = inp.state.transcript
-        assert stored is not None
-        turns = [*stored.turns, ExecutorTurn(tool_calls=fresh,
-                                             assistant_content=step.assistant_content)]
-        ids = [c.tool_call_id for c in fresh]
-        new = state.model_copy(update={
-            "transcript": stored.model_copy(update={"turns": turns}),
-            "next": NextStep(node=Node.EXECUTE.value, tool_call_ids=ids)})
-        pending = [ToolInvocation(tool_call_id=c.tool_call_id, tool_name=c.tool_name,
-                                  arguments=c.arguments, status=LifecycleStatus.PROJECTING)
-                   for c in fresh]
-        return Commit(new, [("execute", "tool_calls", {
-            "turn": len(turns), "tools": [c.tool_name for c in fresh]})], log.attempts,
-            invocations=pending, turn=len(turns))
-    raw = step.final_output or ""
-    events: list[Event] = []
-    raw, repaired = _structural_repair(rt, transcript, raw, log=log, events=events)
-    state = _logged(state, log)
-    pipeline, _ = nodes.parse_node(state.pipeline, raw)
-    pipeline = pipeline.model_copy(update={"structural_repair": repaired})
-    route = routing.after_execute(pipeline.executor_status, repaired=repaired)
-    new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
-    events.append(("execute", "completed", {
-        "executor_status": pipeline.executor_status.value,
-        "parse_failure": pipeline.parse_failure, "turns": len(transcript.turns)}))
-    return Commit(new, events, log.attempts, executor_output_raw=raw)
-
-
-def _structural_repair(
-    rt: Runtime, transcript: Transcript, raw: str, *, log: AttemptLog, events: list[Event]
-) -> tuple[str, bool]:
-    """The single no-tool structural repair: an output that fails initial validation goes back
-    to the Executor once, with what was wrong. Returns the output to keep and whether a repair
-    was asked for; a repair that fails to come back keeps the original output."""
-    problems = nodes.structural_problems(raw)
-    repair = getattr(rt.agents.executor, "repair", None)
-    if not problems or repair is None:
-        return raw, False
-    try:
-        repaired: str | None = repair(transcript, raw, problems, log=log)
-    except RunFailure as exc:
-        events.append(("execute", "structural_repair", {
-            "problems": len(problems), "error": type(exc).__name__}))
-        return raw, True
-    if repaired is None:
-        return raw, False
-    left = nodes.structural_problems(repaired)
-    events.append(("execute", "structural_repair", {
-        "problems": len(problems), "problems_left": len(left)}))
-    return repaired, True
-
-
-def _with_results(transcript: Transcript, invocations: Sequence[ToolInvocation]) -> Transcript:
-    by_id = {i.tool_call_id: i for i in invocations}
-    turns = [
-        turn.model_copy(update={"results": [by_id[c.tool_call_id] for c in turn.tool_calls
-                                            if c.tool_call_id in by_id]})
-        for turn in transcript.turns
-    ]
-    return transcript.model_copy(update={"turns": turns})
-
-
-def _gatekeep(rt: Runtime, inp: NodeInput) -> Commit:
-    record, state = inp.head, inp.state
-    invocations = inp.invocations
-    document = _document(record.run_id, inp.raw_output)
-    pipeline = nodes.gatekeep_node(state.pipeline, document, invocations)
-    assert pipeline.gatekeeper is not None
-    result = pipeline.gatekeeper.result
-    route = routing.after_gatekeep(
-        result.severity,
-        repair_failed=pipeline.structural_repair and RuleId.SCHEMA in result.failed_rules)
-    new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
-    return Commit(new, [("gatekeep", "completed", {
-        "severity": result.severity.value, "failed_rules": [r.value for r in result.failed_rules],
-        "bindings": len(result.checked_bindings)})])
-
-
-def _verify(rt: Runtime, inp: NodeInput) -> Commit:
-    record = inp.head
-    log = _attempt_log(rt, inp)
-    pipeline = nodes.verify_node(inp.state.pipeline, verifier=rt.agents.verifier, log=log)
-    state = _logged(inp.state, log)
-    gatekeeper = pipeline.gatekeeper
-    assert gatekeeper is not None and pipeline.verdict_ceiling is not None
-    gaps = routing.valid_critical_gaps(
-        pipeline.evidence_gaps,
-        verified_claim_ids={c.claim_id for c in gatekeeper.verified_output.claims},
-        known_tools=rt.registry.names(),
-    )
-    route = routing.after_verify(
-        verifier_status=pipeline.verifier_status, verdict=pipeline.effective_verdict,
-        ceiling=pipeline.verdict_ceiling, valid_gaps=gaps,
-        evidence_retry_count=pipeline.evidence_retry_count,
-    )
-    events: list[Event] = [("verify", "completed", {
-        "verifier_status": pipeline.verifier_status.value,
-        "effective_verdict": pipeline.effective_verdict.value
-        if pipeline.effective_verdict else None,
-        "cycle": pipeline.evidence_retry_count, "route": route.node.value})]
-    if pipeline.budget_exceeded:
-        route = Route(Node.FALLBACK, FallbackType.SEMANTIC_UNAVAILABLE,
-                      FallbackReason.BUDGET_EXCEEDED)
-    if route.node is Node.PLAN:
-        return _evidence_retry(state, pipeline, gaps, events=events, attempts=log.attempts)
-    if pipeline.effective_verdict is not None:
-        pipeline = nodes.prepare_composition(pipeline, _document(record.run_id, inp.raw_output))
-    new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
-    return Commit(new, events, log.attempts)
-
-
-def _evidence_retry(
-    state: RuntimeState,
-    pipeline: PipelineState,
-    gaps: list[EvidenceGap],
-    *,
-    events: list[Event],
-    attempts: list[LlmAttempt],
-) -> Commit:
-    """Start the one EVIDENCE_GAP_ONLY cycle: a fresh pipeline that knows the gaps."""
-    count = pipeline.evidence_retry_count + 1
-    fresh = PipelineState(
-        query=pipeline.query, intent=pipeline.intent, evidence_retry_count=count,
-        retry_context=RetryContext(evidence_retry_count=count,
-                                   previous_gaps=[g.description for g in gaps]),
-    )
-    new = state.model_copy(update={
-        "pipeline": fresh, "plan": None, "transcript": None, "retry_gaps": gaps,
-        "attempt_counters": {}, "next": NextStep(node=Node.PLAN.value)})
-    events.append(("verify", "evidence_retry", {"gaps": len(gaps), "cycle": count}))
-    return Commit(new, events, attempts, evidence_retry_count=count)
-
-
-def _compose(rt: Runtime, inp: NodeInput) -> Commit:
-    log = _attempt_log(rt, inp)
-    pipeline = nodes.compose_node(inp.state.pipeline, composer=rt.agents.composer, log=log)
-    state = _logged(inp.state, log)
-    route = routing.after_compose(pipeline.composer_status)
-    if pipeline.budget_exceeded:
-        route = Route(Node.FALLBACK, FallbackType.SEMANTIC_UNAVAILABLE,
-                      FallbackReason.BUDGET_EXCEEDED)
-    new = state.model_copy(update={"pipeline": pipeline, "next": _next_for(route)})
-    return Commit(new, [("compose", "completed", {
-        "composer_status": pipeline.composer_status.value})], log.attempts)
-
-
-def _fallback(rt: Runtime, inp: NodeInput) -> Commit:
-    state = inp.state
-    assert state.next is not None
-    route = Route(Node.FALLBACK, state.next.fallback_type, state.next.reason)
-    pipeline = nodes.fallback_node(state.pipeline, route)
-    new = state.model_copy(update={"pipeline": pipeline,
-                                   "next": NextStep(node=Node.FINALIZE.value)})
-    return Commit(new, [("fallback", "completed", {
-        "fallback_type": route.fallback_type.value if route.fallback_type else None,
-        "reason": route.reason.value if route.reason else None})])
-
-
-def _knowledge(rt: Runtime, inp: NodeInput) -> Commit:
-    state = inp.state
-    assert state.transcript is not None
-    lookup_id = state.transcript.turns[0].tool_calls[0].tool_call_id
-    lookup = _find(inp.invocations, lookup_id)
-    pipeline = state.pipeline.model_copy(update={"executor_status": StageStatus.OK})
-    answer: KnowledgeAnswer | None = None
-    errors = ["the lookup call did not complete"]
-    log = _attempt_log(rt, inp)
-    if lookup is not None and lookup.status is LifecycleStatus.READY:
-        try:
-            answer = rt.agents.knowledge.answer(pipeline.query, lookup, log=log)
-        except RunFailure as exc:
-            failed = _model_failure(_logged(state, log), exc, stage=KNOWLEDGE_NODE,
-                                    reason=FallbackReason.KNOWLEDGE_REFERENCE_INVALID,
-                                    fallback_type=FallbackType.EVIDENCE_VALIDATION_FAILED)
-            return Commit(failed, [(KNOWLEDGE_NODE, "failed", {"error": type(exc).__name__})],
-                          log.attempts)
-        errors = rt.agents.validate_knowledge(answer, lookup)
-    state = _logged(state, log)
-    if errors or answer is None:
-        route = Route(Node.FALLBACK, FallbackType.EVIDENCE_VALIDATION_FAILED,
-                      FallbackReason.KNOWLEDGE_REFERENCE_INVALID)
-        pipeline = pipeline.model_copy(update={"failure_stage": KNOWLEDGE_NODE})
-    else:
-        route = Route(Node.FINALIZE)
-        pipeline = pipeline.model_copy(update={
-            "composer_status": StageStatus.OK, "composer_output": _knowledge_output(answer)})
-    new = state.model_copy(update={"pipeline": pipeline, "knowledge": answer,
-                                   "knowledge_errors": errors, "next": _next_for(route)})
-    return Commit(new, [(KNOWLEDGE_NODE, "completed", {"errors": errors})], log.attempts)
-
-
-def _knowledge_output(answer: KnowledgeAnswer) -> ComposerOutput:
-    lines = [f"- {item.text} [{', '.join(item.document_ids)}]" for item in answer.items]
-    return ComposerOutput(
-        answer_summary=answer.items[0].text,
-        recommended_actions=[],
-        user_facing_answer="From the runbooks:\n" + "\n".join(lines),
-    )
-
-
-_BODIES: dict[str, Body] = {
-    Node.PLAN.value: _plan,
-    Node.EXECUTE.value: _execute,
-    Node.GATEKEEP.value: _gatekeep,
-    Node.VERIFY.value: _verify,
-    Node.COMPOSE.value: _compose,
-    Node.FALLBACK.value: _fallback,
-    KNOWLEDGE_NODE: _knowledge,
-}
-NODE_NAMES = (*_BODIES, Node.FINALIZE.value)
+NODE_NAMES = tuple(GRAPH.nodes)
+"""Every node of the run's graph: one Celery task each (`verity.node.<name>`)."""

@@ -1,4 +1,5 @@
-"""`verity verify`: parse → gatekeep → verify → compose (or the fallback) on a run bundle."""
+"""`verity verify`: parse → gatekeep → verify → compose (or the fallback) on a run bundle,
+through the run's graph (`pipeline/graph.py`)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from models.agent import ExecutorStep, KnowledgeAnswer, Plan, Transcript
 from models.bundle import RunBundle, RunResult
 from models.run import LlmAttempt
-from models.state import PipelineState
-from pipeline import nodes, routing
+from models.state import NextStep, PipelineState, RuntimeState
 from pipeline.agents.base import SingleTurnModel
-from pipeline.attempts import AttemptLog
+from pipeline.agents.protocols import Agents
+from pipeline.bodies.common import Event, NodeContext
+from pipeline.config import VeritySettings
 from pipeline.errors import BundleError
 from pipeline.evaluation import run_result
-from pipeline.routing import Node, Route
-
-Event = tuple[str, str, dict[str, Any]]
+from pipeline.graph import GRAPH, GraphError
+from pipeline.inprocess import MemoryRun, drive
+from pipeline.routing import Node
+from pipeline.tools.registry import ToolRegistry
 
 
 @dataclass
@@ -60,87 +64,46 @@ def verify_bundle(
     verifier: SingleTurnModel,
     composer: SingleTurnModel,
     run_id: str | None = None,
+    settings: VeritySettings | None = None,
 ) -> VerifiedRun:
-    """Run the deterministic pipeline and the two agents over a bundle; never raises on content."""
+    """Drive the graph from execute over the bundle's stored output: parse, gatekeep, verify,
+    compose or the fallback, with the same bodies and routing as a live run. A bundle has no
+    tools, so an evidence retry it would earn is recorded and composed instead. Never raises
+    on content."""
     run_id = run_id or uuid.uuid4().hex
-    log = AttemptLog(run_id)
-    run = VerifiedRun(result=None)  # type: ignore[arg-type]
-    state = PipelineState(
-        query=bundle.query, intent=bundle.intent, retry_context=bundle.retry_context,
-        evidence_retry_count=bundle.retry_context.evidence_retry_count if bundle.retry_context
-        else 0,
-    )
-    state, route = _run_nodes(state, bundle, verifier=verifier, composer=composer, log=log,
-                              events=run.events)
-    if route.node is Node.FALLBACK:
-        state = nodes.fallback_node(state, route)
-        run.events.append(("fallback", "completed", {
-            "fallback_type": route.fallback_type, "reason": route.reason}))
-    run.result = run_result(run_id, state, bundle.invocations)
-    run.attempts = log.attempts
-    return run
+    retry = bundle.retry_context
+    pipeline = PipelineState(query=bundle.query, intent=bundle.intent, retry_context=retry,
+                             evidence_retry_count=retry.evidence_retry_count if retry else 0)
+    plan = Plan(intent=bundle.intent, steps=[])
+    state = RuntimeState(pipeline=pipeline, transcript=Transcript(query=bundle.query, plan=plan),
+                         next=NextStep(node=Node.EXECUTE.value))
+    run = MemoryRun(run_id=run_id, state=state, invocations=list(bundle.invocations))
+    agents = Agents(planner=_NoTools(), executor=_StoredOutput(bundle.executor_output_raw),
+                    verifier=verifier, composer=composer, knowledge=_NoTools(),
+                    classify_intent=lambda _query: bundle.intent,
+                    validate_knowledge=lambda _answer, _lookup: [])
+    ctx = NodeContext(agents=agents, registry=ToolRegistry(),
+                      settings=settings or VeritySettings(), evidence_retry=False)
+    drive(GRAPH, ctx, run)
+    result = run_result(run_id, run.state.pipeline, bundle.invocations)
+    return VerifiedRun(result=result, events=run.events, attempts=run.attempts)
 
 
-def _run_nodes(
-    state: PipelineState,
-    bundle: RunBundle,
-    *,
-    verifier: SingleTurnModel,
-    composer: SingleTurnModel,
-    log: AttemptLog,
-    events: list[Event],
-) -> tuple[PipelineState, Route]:
-    state, document = nodes.parse_node(state, bundle.executor_output_raw)
-    events.append(("execute", "parsed", {"executor_status": state.executor_status,
-                                         "parse_failure": state.parse_failure}))
-    route = routing.after_execute(state.executor_status)
-    if document is None or route.node is not Node.GATEKEEP:
-        return state, route
-    state = nodes.gatekeep_node(state, document, bundle.invocations)
-    assert state.gatekeeper is not None
-    events.append(("gatekeep", "completed", {
-        "severity": state.gatekeeper.result.severity,
-        "failed_rules": state.gatekeeper.result.failed_rules}))
-    route = routing.after_gatekeep(state.gatekeeper.result.severity)
-    if route.node is not Node.VERIFY:
-        return state, route
-    state = nodes.verify_node(state, verifier=verifier, log=log)
-    events.append(("verify", "completed", {
-        "verifier_status": state.verifier_status, "effective_verdict": state.effective_verdict}))
-    route, retry_eligible = _after_verify(state)
-    if retry_eligible:
-        events.append(("verify", "evidence_retry_unavailable",
-                       {"reason": "a bundle has no tools to call; composing instead"}))
-    if state.effective_verdict is None:
-        return state, route
-    state = nodes.prepare_composition(state, document)
-    if route.node is not Node.COMPOSE:
-        return state, route
-    state = nodes.compose_node(state, composer=composer, log=log)
-    events.append(("compose", "completed", {"composer_status": state.composer_status}))
-    return state, routing.after_compose(state.composer_status)
+@dataclass(frozen=True)
+class _StoredOutput:
+    """The Executor of a bundle: its one step is the output the run stored."""
+
+    raw: str
+
+    def step(self, transcript: Transcript, **_: Any) -> ExecutorStep:
+        return ExecutorStep(final_output=self.raw)
 
 
-def _after_verify(state: PipelineState) -> tuple[Route, bool]:
-    """The route after the Verifier, and whether an evidence retry would have been due.
+class _NoTools:
+    """The Planner and knowledge answerer of a bundle: never asked (the graph enters later)."""
 
-    A bundle has no tools to call: an eligible evidence retry is recorded, then composed.
-    """
-    assert state.verdict_ceiling is not None and state.gatekeeper is not None
-    gaps = routing.valid_critical_gaps(
-        state.evidence_gaps,
-        verified_claim_ids={c.claim_id for c in state.gatekeeper.verified_output.claims},
-    )
-    route = routing.after_verify(
-        verifier_status=state.verifier_status,
-        verdict=state.effective_verdict,
-        ceiling=state.verdict_ceiling,
-        valid_gaps=gaps,
-        evidence_retry_count=state.evidence_retry_count,
-        retry_supported=False,
-    )
-    eligible = state.effective_verdict is not None and routing.evidence_retry_eligible(
-        verdict=state.effective_verdict, ceiling=state.verdict_ceiling, valid_gaps=gaps,
-        evidence_retry_count=state.evidence_retry_count,
-    )
-    return route, eligible
+    def plan(self, *_: Any, **__: Any) -> Plan:
+        raise GraphError("a bundle is verified from its stored output; nothing is planned")
+
+    def answer(self, *_: Any, **__: Any) -> KnowledgeAnswer:
+        raise GraphError("a bundle is verified from its stored output; nothing is answered")

@@ -25,12 +25,12 @@ from pipeline.agents.investigator import (
     OfflineExecutor,
     investigate,
     mint_tool_call_id,
-    run_in_process,
 )
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.gatekeeper import gatekeep
+from pipeline.inprocess import run_in_process
 from pipeline.scenarios import Scenario, load_scenario, scenario_path
 from pipeline.tools import default_registry, run_tool
 from pipeline.verification import verify_bundle

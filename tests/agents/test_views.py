@@ -25,13 +25,17 @@ SAMPLES = sorted((Path(__file__).resolve().parents[2] / "samples" / "bundles").g
 
 def _scenario_bundles() -> list[tuple[str, RunBundle]]:
     """The offline investigation of every shipped diagnosis scenario, as a bundle."""
-    from pipeline.agents.investigator import run_in_process
+    from models.common import Intent
+    from pipeline.agents.planner import classify_intent
+    from pipeline.inprocess import run_in_process
     from pipeline.scenarios import default_scenarios_dir, list_scenarios, load_scenario
     from pipeline.tools import default_registry
 
     bundles = []
     for info in list_scenarios(default_scenarios_dir()):
         scenario = load_scenario(default_scenarios_dir() / info.name)
+        if classify_intent(scenario.meta.question) is Intent.KNOWLEDGE_QUERY:
+            continue  # one lookup, no Executor output
         loop = run_in_process(scenario.meta.question, source=scenario,
                               registry=default_registry(), known_services=scenario.services)
         bundles.append((info.name, RunBundle(query=scenario.meta.question, intent=loop.plan.intent,

@@ -166,7 +166,7 @@ def test_a_tool_that_raises_ends_error_not_a_crashed_run(
     assert record.status in (RunStatus.SUCCESS, RunStatus.FALLBACK)
     failed = [i for i in run_store.list_invocations(run_id) if i.tool_name == "query_metrics"]
     assert failed and all(i.status is LifecycleStatus.ERROR for i in failed)
-    assert all(i.error == "RuntimeError: injected tool failure" for i in failed)
+    assert all(i.error == "InjectedFaultError: injected tool failure" for i in failed)
     assert all(i.projection is None for i in failed)
     _assert_exactly_once(run_store, run_id)
 

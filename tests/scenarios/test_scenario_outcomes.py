@@ -1,8 +1,10 @@
 """Every scenario investigated end to end without Celery, and judged against scenario.json.
 
 plan → Executor loop (each call through `run_tool`) → gatekeep → offline Verifier → template
-Composer, exactly as `verity verify` runs a bundle. The knowledge scenario goes through the
-knowledge answerer and `validate_knowledge_answer` instead.
+Composer, exactly as `verity verify` runs a bundle. When routing grants the one EVIDENCE_GAP_ONLY
+cycle (`tests/scenarios/cycles.py`), it is run and the union of both cycles is judged instead,
+as the runtime does. The knowledge scenario goes through the knowledge answerer and
+`validate_knowledge_answer` instead.
 
 The agents know nothing of these scenarios: a copy with its services renamed must reach the
 same outcome with the new names.
@@ -10,32 +12,42 @@ same outcome with the new names.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cycles import gap_cycle, union
 
 from models.agent import ToolCallRequest
 from models.bundle import RunBundle, RunResult
 from models.common import Intent
 from models.executor import ClaimKind, ExecutorEvidenceV2
 from models.gatekeeper import Severity
-from pipeline.agents.investigator import investigate, run_in_process
+from models.invocation import ToolInvocation
+from models.verifier import EvidenceGap, RetryContext
+from pipeline.agents.investigator import investigate
 from pipeline.agents.knowledge import OfflineKnowledgeAnswerer, validate_knowledge_answer
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner
 from pipeline.agents.template_composer import TemplateComposer
+from pipeline.gatekeeper import gatekeep
+from pipeline.inprocess import run_in_process
+from pipeline.routing import evidence_retry_eligible, valid_critical_gaps
 from pipeline.scenarios import Scenario, list_scenarios, load_scenario, scenario_path
-from pipeline.tools import default_registry, run_tool
+from pipeline.tools import ToolRegistry, default_registry, run_tool
 from pipeline.verification import verify_bundle
 
 ALLOWED = {"direct_observation", "reasonable_inference"}
 CAUSES = {ClaimKind.ROOT_CAUSE, ClaimKind.CONTRIBUTING_FACTOR}
 NO_EVIDENCE = {"billing-no-evidence"}
 """Scenarios where nothing is wrong: every claim must be a negative observation."""
+EVIDENCE_RETRY = {"catalog-pricing-rate-limit"}
+"""Scenarios whose first cycle leaves a critical gap that the EVIDENCE_GAP_ONLY cycle closes."""
 DIAGNOSIS = [i.name for i in list_scenarios() if i.intent is Intent.DIAGNOSIS]
 KNOWLEDGE = [i.name for i in list_scenarios() if i.intent is Intent.KNOWLEDGE_QUERY]
 
@@ -50,6 +62,7 @@ class Outcome:
     result: RunResult
     calls: int
     turns: int
+    cycles: int = 1
 
 
 def investigate_scenario(folder: Path) -> Outcome:
@@ -62,8 +75,41 @@ def investigate_scenario(folder: Path) -> Outcome:
     bundle = RunBundle(query=scenario.meta.question, intent=loop.plan.intent,
                        invocations=loop.invocations, executor_output_raw=loop.final_output)
     result = verify_bundle(bundle, verifier=OfflineVerifier(), composer=TemplateComposer()).result
-    return Outcome(scenario, investigation.output, investigation.dropped, result,
-                   len(loop.invocations), len(loop.transcript.turns))
+    first = Outcome(scenario, investigation.output, investigation.dropped, result,
+                    len(loop.invocations), len(loop.transcript.turns))
+    document = json.loads(loop.final_output)
+    gaps = _retry_gaps(result, document, loop.invocations, registry=registry)
+    if not gaps:
+        return first
+    retry = gap_cycle(scenario, gaps, registry=registry)
+    merged = union(document, gatekeep(document, loop.invocations), retry.final_output)
+    invocations = [*loop.invocations, *retry.invocations]
+    bundle = RunBundle(query=scenario.meta.question, intent=loop.plan.intent,
+                       invocations=invocations, executor_output_raw=json.dumps(merged),
+                       retry_context=RetryContext(evidence_retry_count=1,
+                                                  previous_gaps=[g.description for g in gaps]))
+    result = verify_bundle(bundle, verifier=OfflineVerifier(), composer=TemplateComposer()).result
+    return Outcome(scenario, ExecutorEvidenceV2.model_validate(merged),
+                   investigation.dropped + investigate(retry.transcript).dropped, result,
+                   len(invocations), len(loop.transcript.turns) + len(retry.transcript.turns),
+                   cycles=2)
+
+
+def _retry_gaps(result: RunResult, document: dict[str, Any],
+                invocations: list[ToolInvocation], *, registry: ToolRegistry
+                ) -> list[EvidenceGap]:
+    """The gaps routing would send back to the Planner after cycle one (empty: no retry)."""
+    outcome = gatekeep(document, invocations)
+    ceiling = outcome.result.severity.ceiling
+    evaluation = result.self_evaluation.verifier_evaluation
+    gaps = valid_critical_gaps(
+        evaluation.evidence_gaps,
+        verified_claim_ids={c.claim_id for c in outcome.verified_output.claims},
+        known_tools=registry.names())
+    if result.verdict is None or ceiling is None or not evidence_retry_eligible(
+            verdict=result.verdict, ceiling=ceiling, valid_gaps=gaps, evidence_retry_count=0):
+        return []
+    return gaps
 
 
 def _checks(outcome: Outcome) -> dict[str, str]:
@@ -116,14 +162,18 @@ def _assert_outcome(outcome: Outcome) -> None:
 
 @pytest.mark.parametrize("name", DIAGNOSIS)
 def test_scenario__investigation_reaches_the_expected_outcome(name: str) -> None:
-    _assert_outcome(investigate_scenario(scenario_path(name)))
+    outcome = investigate_scenario(scenario_path(name))
+    _assert_outcome(outcome)
+    # only the scenario built for it earns the evidence retry, and its retry closes the gap
+    assert outcome.cycles == (2 if name in EVIDENCE_RETRY else 1)
+    assert outcome.result.self_evaluation.verifier_evaluation.evidence_gaps == []
 
 
 def test_scenario__the_set_covers_every_kind_of_incident() -> None:
     infos = {i.name: load_scenario(i.path).meta for i in list_scenarios()}
     assert len(DIAGNOSIS) >= 5 and len(KNOWLEDGE) >= 1
     assert any(m.red_herrings and m.root_cause for m in infos.values())
-    assert NO_EVIDENCE <= set(infos)
+    assert NO_EVIDENCE <= set(infos) and EVIDENCE_RETRY <= set(infos)
     assert sum(1 for m in infos.values() if m.root_cause) >= 4
 
 

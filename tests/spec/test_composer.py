@@ -14,7 +14,7 @@ from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.fallback import FallbackReason
 from models.verifier import Verification
 from pipeline.composer_input import build_composer_input
-from pipeline.errors import BudgetExceededError
+from pipeline.errors import ProviderRejectedError
 from pipeline.fallback import semantic_unavailable
 from pipeline.rendering import NO_RELIABLE_CONCLUSION, render
 
@@ -269,7 +269,7 @@ def test_wording__reject_answer_avoids_root_cause_conclusions() -> None:
 @pytest.mark.parametrize(
     "replies",
     [["{\"answer\": \"raw composer junk\"}", "raw composer junk again"],
-     [BudgetExceededError("spent")]],
+     [ProviderRejectedError("HTTP 400 invalid request")]],
     ids=["exhausted-fixed-input-retry", "non-retryable-failure"],
 )
 def test_failures__malformed_composer_output_falls_back_safely(replies: list[Any]) -> None:

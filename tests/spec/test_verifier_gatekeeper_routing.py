@@ -23,8 +23,8 @@ from models.verifier import FactClass, RetryContext, Verification, VerifierOutpu
 from pipeline import nodes, routing
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.errors import (
-    BudgetExceededError,
     ProviderOutputInvalidError,
+    ProviderRejectedError,
     ProviderUnavailableError,
 )
 from pipeline.evaluation import verifier_evaluation
@@ -334,7 +334,7 @@ def test_routing__reject_produces_bounded_output() -> None:
 @pytest.mark.parametrize(
     "failure",
     [[ProviderUnavailableError("529"), ProviderUnavailableError("529")],
-     [BudgetExceededError("spent")]],
+     [ProviderRejectedError("HTTP 400 invalid request")]],
     ids=["exhausts-technical-retry", "non-retryable-failure"],
 )
 def test_routing__verifier_execution_fails(failure: list[Exception]) -> None:
@@ -348,7 +348,7 @@ def test_routing__verifier_execution_fails(failure: list[Exception]) -> None:
     assert evaluation.model_verdict is None and evaluation.effective_verdict is None
     assert evaluation.verdict is None
     assert evaluation.failure_reason is FallbackReason.VERIFIER_UNAVAILABLE
-    assert [a.outcome for a in result.attempts][-1] in {"unavailable", "error"}
+    assert [a.outcome for a in result.attempts][-1] in {"unavailable", "rejected"}
     # no execution status string stands in for a verdict
     route = routing.after_verify(verifier_status=VerifierStatus.FAILED, verdict=None,
                                  ceiling=Verdict.PASS, valid_gaps=[], evidence_retry_count=0)
@@ -378,7 +378,8 @@ def test_observable__composer_output_written_to_self_evaluation() -> None:
     assert evaluation.failure_stage == "compose"
     assert evaluation.failure_reason is FallbackReason.COMPOSER_UNAVAILABLE
     assert ("fallback", "completed") in [(node, kind) for node, kind, _ in failed.events]
-    assert ("compose", "completed", {"composer_status": StageStatus.FAILED}) in failed.events
+    assert ("compose", "completed", {"composer_status": StageStatus.FAILED.value,
+                                     "route": "fallback"}) in failed.events
     # claim/fact and Gatekeeper fields are preserved beside the failed composition
     assert evaluation.claim_checks and evaluation.facts_checked
     assert evaluation.gatekeeper_result is not None
@@ -677,8 +678,9 @@ def test_degrade__malformed_executor_json_is_classified(raw: str, failure: str) 
 
 def test_degrade__structured_parse_failure_remains_observable() -> None:
     result = run(bundle("{\"claims\": [\"c1\"]}"))
-    assert result.events[0] == ("execute", "parsed", {
-        "executor_status": StageStatus.INVALID_OUTPUT, "parse_failure": "claims_not_objects"})
+    assert result.events[0] == ("execute", "completed", {
+        "executor_status": StageStatus.INVALID_OUTPUT.value, "parse_failure": "claims_not_objects",
+        "turns": 0, "route": "fallback"})
     evaluation = evaluation_of(result)
     assert evaluation.executor_status is StageStatus.INVALID_OUTPUT
     assert evaluation.failure_stage == "execute"

@@ -1,0 +1,85 @@
+"""What the graph's node bodies ask of the agents: one protocol per role, and the set a run uses.
+
+The single-turn roles (Verifier, Composer) are `SingleTurnModel`s (`pipeline.agents.base`); the
+Planner, the Executor and the knowledge answerer have their own shapes below. Intent routing and
+knowledge validation are deterministic functions, carried with the agents so a runtime factory
+can swap them with the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from models.agent import ExecutorStep, KnowledgeAnswer, Plan, PreviousTurn, Transcript
+from models.common import Intent
+from models.invocation import ToolInvocation
+from models.verifier import EvidenceGap
+from pipeline.agents.base import SingleTurnModel
+from pipeline.attempts import AttemptLog
+from pipeline.tools.registry import ToolRegistry
+
+
+class Planner(Protocol):
+    """Turns a question (or the Verifier's gaps) into a plan."""
+
+    def plan(
+        self,
+        query: str,
+        *,
+        registry: ToolRegistry,
+        previous_turn: PreviousTurn | None = None,
+        gaps: list[EvidenceGap] | None = None,
+        log: AttemptLog | None = None,
+    ) -> Plan:
+        """The investigation plan; model calls are recorded in `log`."""
+        ...
+
+
+class Executor(Protocol):
+    """One step of the Executor loop: more tool calls, or the final structured output."""
+
+    def step(
+        self, transcript: Transcript, *, registry: ToolRegistry, log: AttemptLog | None = None
+    ) -> ExecutorStep:
+        """The next step; model calls are recorded in `log`."""
+        ...
+
+
+@runtime_checkable
+class RepairingExecutor(Protocol):
+    """An Executor that can repair the structure of its own final output, without tools: the
+    spec's one no-tool structural repair. An Executor without `repair` sends such an output
+    straight to the fallback."""
+
+    def repair(
+        self, transcript: Transcript, raw: str, problems: list[str], *,
+        log: AttemptLog | None = None,
+    ) -> str | None:
+        """A corrected raw output for `raw`, told what was wrong (`problems`); None when this
+        output is not one to repair (nothing is asked)."""
+        ...
+
+
+class KnowledgeAnswerer(Protocol):
+    """Answers a knowledge question from the single lookup's result."""
+
+    def answer(
+        self, query: str, lookup: ToolInvocation, *, log: AttemptLog | None = None
+    ) -> KnowledgeAnswer:
+        """Answer items citing returned documents; model calls are recorded in `log`."""
+        ...
+
+
+@dataclass
+class Agents:
+    """The agents a run uses."""
+
+    planner: Planner
+    executor: Executor
+    verifier: SingleTurnModel
+    composer: SingleTurnModel
+    knowledge: KnowledgeAnswerer
+    classify_intent: Callable[[str], Intent]
+    validate_knowledge: Callable[[KnowledgeAnswer, ToolInvocation], list[str]]

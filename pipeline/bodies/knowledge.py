@@ -1,0 +1,60 @@
+"""The knowledge node: one answer from the single runbook lookup, citing returned documents."""
+
+from __future__ import annotations
+
+from models.agent import KnowledgeAnswer
+from models.common import FallbackType
+from models.composer import ComposerOutput
+from models.evaluation import StageStatus
+from models.fallback import FallbackReason
+from models.invocation import LifecycleStatus
+from pipeline.bodies.common import (
+    NodeContext,
+    NodeInput,
+    Step,
+    attempt_log,
+    find,
+    logged,
+    model_failure,
+)
+from pipeline.errors import RunFailure
+
+NODE = "knowledge"
+
+
+def knowledge(ctx: NodeContext, inp: NodeInput) -> Step:
+    """Answer from the lookup; the answer's document references are validated."""
+    state = inp.state
+    assert state.transcript is not None
+    lookup = find(inp.invocations, state.transcript.turns[0].tool_calls[0].tool_call_id)
+    pipeline = state.pipeline.model_copy(update={"executor_status": StageStatus.OK})
+    answer: KnowledgeAnswer | None = None
+    errors = ["the lookup call did not complete"]
+    log = attempt_log(ctx, inp)
+    if lookup is not None and lookup.status is LifecycleStatus.READY:
+        try:
+            answer = ctx.agents.knowledge.answer(pipeline.query, lookup, log=log)
+        except RunFailure as exc:
+            failed = model_failure(logged(state, log), exc, stage=NODE,
+                                   reason=FallbackReason.KNOWLEDGE_REFERENCE_INVALID,
+                                   fallback_type=FallbackType.EVIDENCE_VALIDATION_FAILED)
+            return Step(failed, [(NODE, "failed", {"error": type(exc).__name__})], log.attempts)
+        errors = ctx.agents.validate_knowledge(answer, lookup)
+    state = logged(state, log)
+    if errors or answer is None:
+        pipeline = pipeline.model_copy(update={"failure_stage": NODE})
+    else:
+        pipeline = pipeline.model_copy(update={
+            "composer_status": StageStatus.OK, "composer_output": _knowledge_output(answer)})
+    new = state.model_copy(update={"pipeline": pipeline, "knowledge": answer,
+                                   "knowledge_errors": errors})
+    return Step(new, [(NODE, "completed", {"errors": errors})], log.attempts)
+
+
+def _knowledge_output(answer: KnowledgeAnswer) -> ComposerOutput:
+    lines = [f"- {item.text} [{', '.join(item.document_ids)}]" for item in answer.items]
+    return ComposerOutput(
+        answer_summary=answer.items[0].text,
+        recommended_actions=[],
+        user_facing_answer="From the runbooks:\n" + "\n".join(lines),
+    )
