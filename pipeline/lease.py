@@ -108,7 +108,8 @@ class Held:
         return self.outcome.acquired
 
     def mark_cleared(self) -> None:
-        """The node's commit cleared the lease (`commit_node` does): nothing to give back."""
+        """The node's commit cleared the lease (`commit_node` does): no more renewals, and
+        nothing to give back on exit."""
         self.cleared = True
 
 
@@ -156,7 +157,7 @@ class LeaseKeeper:
     def renew(self) -> set[str]:
         """One renewal of every held lease (the thread's tick); the runs whose tokens it set."""
         with self._lock:
-            holds = dict(self._held)
+            holds = {run_id: held for run_id, held in self._held.items() if not held.cleared}
         if not holds:
             return set()
         try:

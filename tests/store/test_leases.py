@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 import pytest
@@ -90,8 +91,8 @@ def test_lease__an_expired_lease_is_taken_over(store: RunStore) -> None:
 def test_lease__two_owners_racing_for_one_lease_one_wins(store: RunStore) -> None:
     for _ in range(10):
         run_id = _run(store)
-        outcomes = _race(*(lambda o=o: store.acquire_lease(run_id, version=0, owner=o,
-                                                           ttl_s=30) for o in (A, B)))
+        outcomes = _race(*(partial(store.acquire_lease, run_id, version=0, owner=owner,
+                                   ttl_s=30) for owner in (A, B)))
         winners = [o.owner for o in outcomes if o.acquired]
         losers = [o for o in outcomes if not o.acquired]
         assert len(winners) == 1 and len(losers) == 1
