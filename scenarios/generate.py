@@ -741,6 +741,97 @@ def search_unexplained_errors(out: Path) -> None:
     ))
 
 
+def catalog_pricing_rate_limit(out: Path) -> None:
+    """(h) A deploy makes catalog-service flood pricing-api, which rate-limits it; 503s follow.
+
+    catalog-service's own errors say only that a price lookup was rejected with 429, never by
+    whom: the first look finds the burst and the deploy just before it, and only pricing-api's
+    metrics show the mechanism (its request rate jumps with the rollout and it starts
+    rejecting)."""
+    inc = Incident("catalog-pricing-rate-limit", "2026-12-09T11:00:00Z")
+    inc.service(Service(
+        "catalog-service", 4.0,
+        ["GET /api/products/sku-{n} 200 in {lat} ms",
+         "GET /api/categories/{small}/products?page={small} 200 in {lat} ms"],
+        latency_ms=(25, 140), replicas=3,
+        warn=[("image thumbnail missing for sku-{n}, serving placeholder", 0.08)],
+        error=[("failed to refresh category tree cache: lock held by another replica", 0.006)],
+    ))
+    inc.service(Service(
+        "pricing-api", 3.0,
+        ["GET /v1/prices?skus={small} 200 in {lat} ms", "GET /v1/prices/sku-{n} 200 in {lat} ms"],
+        latency_ms=(6, 45), replicas=2,
+        warn=[("exchange rate feed stale for {small} s, using cached rates", 0.01)],
+    ))
+    inc.service(Service(
+        "search-api", 3.0, ["GET /api/search?q={hex} 200 in {lat} ms"], latency_ms=(20, 160),
+        warn=[("query parse warning: unbalanced quotes in q={hex}", 0.05)],
+    ))
+    inc.service(Service(
+        "cart-service", 2.5, ["GET /api/cart/c-{n} 200 in {lat} ms",
+                              "PUT /api/cart/c-{n}/items 200 in {lat} ms"],
+        error=[("redis GET cart:c-{n} timed out after 50 ms", 0.02)],
+    ))
+    inc.service(_shop_web())
+    deploy_at = at("2026-12-09T10:12:30Z")
+    rollout = deploy_at + timedelta(seconds=40)
+    onset = at("2026-12-09T10:13:21Z")
+    inc.deploy("pricing-api", "v3.1.2", "v3.1.1", "2026-12-09T06:40:00Z",
+               "fix currency rounding for JPY prices")
+    inc.deploy("search-api", "v2.8.0", "v2.7.5", "2026-12-09T09:51:00Z",
+               "rebuild the synonym dictionary nightly instead of hourly")
+    inc.deploy("catalog-service", "v4.2.0", "v4.1.3", "2026-12-09T10:12:30Z",
+               "prefetch prices from pricing-api for every product of a listing and raise the "
+               "pricing-api client pool from 8 to 64 connections", author="dana.r")
+    inc.traffic()
+    inc.burst("catalog-service", "ERROR",
+              "returning HTTP 503 Service Unavailable for GET /api/products: upstream price "
+              "lookup rejected with 429 Too Many Requests (request_id=req-{hex})", onset, inc.now,
+              7.0, ramp_minutes=3,
+              first_at=onset)
+    inc.burst("catalog-service", "WARN",
+              "price lookup for sku-{n} rejected with 429 Too Many Requests, retrying in {2:9}0 ms",
+              onset, inc.now, 18.0, ramp_minutes=3)
+    inc.burst("pricing-api", "WARN",
+              "rate limit exceeded for client catalog-service: {48:64} requests in flight (limit "
+              "16), rejecting with 429", rollout, inc.now, 12.0, ramp_minutes=2)
+    inc.burst("web-frontend", "ERROR", "category page failed: upstream catalog-service "
+              "returned 503", onset + timedelta(seconds=4), inc.now, 3.0, ramp_minutes=3)
+    inc.metric("catalog-service", "http_error_rate", "%", step(0.15, 17.5, onset, ramp=3), 0.06)
+    inc.metric("catalog-service", "http_requests_per_second", "rps", flat(118), 4.0)
+    inc.metric("catalog-service", "http_latency_p99_ms", "ms", step(120, 640, onset, ramp=3), 10)
+    inc.metric("catalog-service", "pricing_client_pool_max_connections", "count",
+               step(8, 64, rollout), 0.0)
+    inc.metric("pricing-api", "http_requests_per_second", "rps", step(46, 338, rollout, ramp=2),
+               3.0)
+    inc.metric("pricing-api", "rate_limited_requests_per_second", "rps",
+               step(0.0, 255, rollout, ramp=2), 0.4)
+    inc.metric("pricing-api", "http_latency_p99_ms", "ms", flat(38), 3)
+    inc.metric("pricing-api", "cpu_usage_cores", "cores", flat(0.9), 0.05)
+    inc.metric("search-api", "http_error_rate", "%", flat(0.2), 0.06)
+    inc.metric("cart-service", "http_error_rate", "%", flat(0.1), 0.05)
+    inc.metric("web-frontend", "http_error_rate", "%", step(0.05, 4.2, onset, ramp=3), 0.03)
+    inc.alert("CatalogHigh5xxRate", "catalog-service", "critical", "2026-12-09T10:18:00Z",
+              "5xx error rate of catalog-service above 5% for 5 minutes")
+    inc.alert("PricingApiRateLimiting", "pricing-api", "warning", "2026-12-09T10:19:00Z",
+              "rate-limited responses of pricing-api above 50 per second for 5 minutes")
+    inc.write(out / inc.name, meta(
+        inc.name, "catalog-service 503s after a deploy floods pricing-api, which rate-limits it",
+        "Why is catalog-service returning 503s?", "catalog-service", "2026-12-09T11:00:00Z",
+        "DIAGNOSIS",
+        root_cause={"summary": "catalog-service v4.2.0 prefetches prices from pricing-api with a "
+                    "pool raised from 8 to 64 connections; pricing-api rate-limits it with 429s "
+                    "and catalog-service answers 503", "must_mention": ["v4.2.0", "pricing-api"]},
+        red_herrings=[
+            {"summary": "search-api v2.8.0 was deployed 22 minutes before the onset; it is not "
+             "on the catalog path", "must_not_blame": ["search-api", "v2.8.0"]},
+            {"summary": "pricing-api v3.1.2 was deployed hours before and changed only JPY "
+             "rounding", "must_not_blame": ["v3.1.2"]},
+        ],
+        expected={"status": "SUCCESS", "verdicts": ["PASS"]},
+    ))
+
+
 def knowledge_payment_db_credentials(out: Path) -> None:
     """(f) A knowledge question, answered from the runbooks."""
     inc = Incident("knowledge-payment-db-credentials", "2026-12-08T11:00:00Z")
@@ -760,6 +851,7 @@ SCENARIOS = (
     billing_no_evidence,
     settlement_tls_expiry,
     search_unexplained_errors,
+    catalog_pricing_rate_limit,
     knowledge_payment_db_credentials,
 )
 

@@ -6,7 +6,8 @@ failing service's new error messages, every deployment in the hour before the on
 service's Warning events when memory or restarts show up, and the runbooks for the symptom.
 Then it returns `executor_evidence_v2`: claims bound to exact paths and verbatim text of the
 stored projections (signals found by `pipeline.tools.analysis`), hypotheses, missing
-information and recommended actions citing claims.
+information and recommended actions citing claims. In an EVIDENCE_GAP_ONLY cycle it makes
+only the gap plan's calls and reports what they show (`build_gap_output`).
 
 A deploy is blamed only when its service is the failing one or is named in the failing
 service's error messages, and it went out at most 90 minutes before the onset. A dependency is
@@ -217,8 +218,12 @@ class Investigation:
 
 
 def investigate(transcript: Transcript) -> Investigation:
-    """Analyze every result in the transcript into executor_evidence_v2."""
-    return build_output(Findings(calls_of(transcript), focus=transcript.plan.service))
+    """Analyze every result in the transcript into executor_evidence_v2 (in an
+    EVIDENCE_GAP_ONLY cycle, what the gap calls found: `build_gap_output`)."""
+    findings = Findings(calls_of(transcript), focus=transcript.plan.service)
+    if transcript.plan.evidence_gap_only or transcript.gaps:
+        return build_gap_output(findings)
+    return build_output(findings)
 
 
 @dataclass(frozen=True)
@@ -317,6 +322,40 @@ def build_output(findings: Findings) -> Investigation:
     output = ExecutorEvidenceV2(claims=report.claims, hypotheses=report.hypotheses,
                                 missing_info=report.missing,
                                 recommended_actions=report.actions)
+    return Investigation(output=output, dropped=report.dropped)
+
+
+def build_gap_output(findings: Findings) -> Investigation:
+    """The report of an EVIDENCE_GAP_ONLY cycle: what each of its calls shows, and nothing else.
+
+    The cycle supplements the first one, whose claims stay, so nothing is restated. Every signal
+    a gap call finds (a new log burst, a shifted series, Warning events) is critical: the gap
+    asked for it because a critical claim rests on it. What a call did not find is reported as
+    an observation the diagnosis does not rest on, and a gap left without any signal says so.
+    """
+    report = _Report()
+    for call in findings.calls:
+        if not call.ready:
+            continue
+        service = call.service or findings.focus
+        if call.tool == SEARCH_LOGS:
+            _log_claims(report, findings, call, service, critical=True, quiet=False)
+        elif call.tool == QUERY_METRICS:
+            _metric_claims(report, call, service, critical=True, quiet=False)
+        elif call.tool == GET_EVENTS:
+            _event_claims(report, call, critical=True, quiet=False)
+    _deployment_claims(report, findings, blamed=None, quiet=False)
+    _alert_claims(report, findings, quiet=False)
+    _runbook_claims(report, findings)
+    for call in findings.calls:
+        if not call.ready:
+            who = call.argument("service") or "all services"
+            report.missing.append(f"The {call.tool} call for {who} failed, so its evidence "
+                                  "is missing.")
+    if not any(c.critical for c in report.claims):
+        report.missing.append("The calls made for the evidence gaps found no new signal: "
+                              "the gaps are still open.")
+    output = ExecutorEvidenceV2(claims=report.claims, missing_info=report.missing)
     return Investigation(output=output, dropped=report.dropped)
 
 

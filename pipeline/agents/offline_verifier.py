@@ -8,14 +8,25 @@ Classification of one claim, from its own verified evidence only:
   of its facts is there);
 - all facts present: direct_observation for findings, reasonable_inference for conclusions
   (root causes, contributing factors, correlations, or causal wording).
+
+A root cause drawn from two or more sources that names a component only one of them states (a
+deploy whose change concerns another service, say) must also show its mechanism, not only its
+timing: some fact of the claim other than a time and the services every source is about (that
+component, a version, a value) must be stated by two of its sources, as when the errors after a
+pool cut name the pool's database. Failing that, a verified critical finding from another source
+that names the component may corroborate it. A root cause with neither rests on a temporal
+correlation alone: overstated, with a critical gap that asks for the component's metrics. One
+that names no such component ("memory reached its limit, so the container was OOMKilled") is
+left as it is: which signals of one service explain each other is beyond a lexical check.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from models.executor import ClaimKind
+from models.executor import ClaimKind, ClaimStatus
 from models.gatekeeper import VerifiedClaim, VerifiedEvidence
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.agents.base import ModelReply
@@ -28,6 +39,7 @@ MODEL_NAME = "offline-lexical-verifier-1"
 _CONCLUSION_KINDS = frozenset(
     {ClaimKind.ROOT_CAUSE, ClaimKind.CONTRIBUTING_FACTOR, ClaimKind.CORRELATION}
 )
+_SIGNAL_KINDS = frozenset({ClaimKind.FINDING, ClaimKind.CORRELATION})
 _CAUSAL = re.compile(
     r"\b(caus\w*|because|due to|led to|leads? to|result\w* in|trigger\w*|responsible)\b", re.I
 )
@@ -62,14 +74,24 @@ class OfflineVerifier:
 def verify(verifier_input: VerifierInput) -> VerifierOutput:
     """Check every verified claim against its own verified evidence."""
     claims = verifier_input.verified_executor_output.claims
+    memo: FactMemo = {}
+    evidence_of: dict[str, list[VerifiedEvidence]] = {c.claim_id: [] for c in claims}
+    for item in verifier_input.verified_evidence:
+        evidence_of.setdefault(item.claim_id, []).append(item)
+    first = [classify(claim, evidence_of[claim.claim_id], memo=memo) for claim in claims]
+    corroborating = _corroborating_evidence(claims, [check for check, _ in first], evidence_of)
     checks: list[ClaimCheck] = []
     gaps: list[EvidenceGap] = []
-    memo: FactMemo = {}
-    for claim in claims:
-        evidence = [e for e in verifier_input.verified_evidence if e.claim_id == claim.claim_id]
-        check, missing = classify(claim, evidence, memo=memo)
+    for claim, (check, missing) in zip(claims, first, strict=True):
+        link_gap = None
+        if claim.kind is ClaimKind.ROOT_CAUSE and (
+                check.verification is Verification.REASONABLE_INFERENCE):
+            check, link_gap = judge_mechanism(claim, check, evidence_of[claim.claim_id],
+                                              corroborating=corroborating, memo=memo)
         checks.append(check)
-        if claim.critical and check.verification in (
+        if link_gap is not None:
+            gaps.append(link_gap)
+        elif claim.critical and check.verification in (
             Verification.UNSUPPORTED, Verification.OVERSTATED, Verification.EXTERNAL_UNKNOWN
         ):
             gaps.append(_gap(claim, missing))
@@ -118,6 +140,109 @@ def classify(
     if _is_conclusion(claim):
         return check(Verification.REASONABLE_INFERENCE, "facts observed; the link is inferred")
     return check(Verification.DIRECT_OBSERVATION, "every fact is in its evidence")
+
+
+def judge_mechanism(
+    claim: VerifiedClaim,
+    check: ClaimCheck,
+    evidence: Sequence[VerifiedEvidence],
+    *,
+    corroborating: Sequence[VerifiedEvidence] = (),
+    memo: FactMemo | None = None,
+) -> tuple[ClaimCheck, EvidenceGap | None]:
+    """Hold a root cause whose facts are all observed, and which names a component only one
+    of its sources states, to a shown mechanism.
+
+    `corroborating`: evidence of verified critical findings, any of which may corroborate the
+    claim when it comes from another source and names a component the claim names. Returns
+    the check (unchanged, corroborated, or overstated) and the gap an overstated one leaves.
+    """
+    link = mechanism_link(claim.text, evidence, memo=memo)
+    if link.shown or not link.components:
+        return check, None
+    components = {f.key for f in link.components}
+    support = [e for e in corroborating
+               if e.claim_id != claim.claim_id and e.invocation_id not in link.sources
+               and any(_names(e, key, memo) for key in components)]
+    if support:
+        refs = [*check.evidence_refs, *(e.evidence_id for e in support)]
+        return check.model_copy(update={
+            "evidence_refs": list(dict.fromkeys(refs)),
+            "note": "facts observed; its link is corroborated by a finding on "
+                    + ", ".join(sorted(components)),
+        }), None
+    overstated = check.model_copy(update={
+        "verification": Verification.OVERSTATED,
+        "note": "its sources share nothing but time: the causal link is not shown",
+    })
+    return overstated, _mechanism_gap(claim, link)
+
+
+@dataclass(frozen=True, slots=True)
+class MechanismLink:
+    """What ties a conclusion's sources to each other beyond time."""
+
+    sources: frozenset[str]
+    """The invocations its evidence comes from."""
+    shown: bool
+    """Fewer than two sources, or a fact of the claim stated by two of them."""
+    components: list[Fact]
+    """Services the claim names that only one source states (not those every source is about)."""
+    subjects: list[str]
+    """The services every source is about."""
+
+
+def mechanism_link(
+    text: str, evidence: Sequence[VerifiedEvidence], *, memo: FactMemo | None = None
+) -> MechanismLink:
+    """Which of the claim's facts, other than times and the common subject, its sources share."""
+    by_source: dict[str, list[VerifiedEvidence]] = {}
+    for item in evidence:
+        by_source.setdefault(item.invocation_id, []).append(item)
+    scopes = [{(e.scope.service or "").lower() for e in items} - {""}
+              for items in by_source.values()]
+    subjects = sorted(set.intersection(*scopes)) if scopes else []
+    sources = frozenset(by_source)
+    if len(by_source) < 2:
+        return MechanismLink(sources, True, [], subjects)
+    stated = [evidence_facts(items, memo=memo) for items in by_source.values()]
+    facts = [f for f in extract_facts(text) if f.kind is not FactKind.TIMESTAMP
+             and not (f.kind is FactKind.SERVICE and f.key in subjects)]
+    counts = [sum(1 for known in stated if known.supports(f)) for f in facts]
+    components = list({f.key: f for f, n in zip(facts, counts, strict=True)
+                       if f.kind is FactKind.SERVICE and n == 1}.values())
+    return MechanismLink(sources, any(n >= 2 for n in counts), components, subjects)
+
+
+def _corroborating_evidence(
+    claims: Sequence[VerifiedClaim],
+    checks: Sequence[ClaimCheck],
+    evidence_of: dict[str, list[VerifiedEvidence]],
+) -> list[VerifiedEvidence]:
+    """Evidence of confirmed critical findings its own evidence states directly."""
+    return [
+        item for claim, check in zip(claims, checks, strict=True)
+        if claim.critical and claim.kind in _SIGNAL_KINDS
+        and claim.status is ClaimStatus.CONFIRMED
+        and check.verification is Verification.DIRECT_OBSERVATION
+        for item in evidence_of[claim.claim_id]
+    ]
+
+
+def _names(item: VerifiedEvidence, service: str, memo: FactMemo | None) -> bool:
+    return evidence_facts([item], memo=memo).supports(
+        Fact(FactKind.SERVICE, service, service))
+
+
+def _mechanism_gap(claim: VerifiedClaim, link: MechanismLink) -> EvidenceGap:
+    component = link.components[0].text
+    return EvidenceGap(
+        claim_id=claim.claim_id,
+        description=f"Claim {claim.claim_id} ties its cause to its effect by time alone: none "
+                    f"of its evidence shows {component}, which it names, behaving differently; "
+                    f"the metrics of {component} would show whether it did.",
+        critical=claim.critical, suggested_tool="query_metrics",
+    )
 
 
 def _is_conclusion(claim: VerifiedClaim) -> bool:

@@ -5,7 +5,10 @@ else from the previous turn. Symptoms map to tools: errors → ERROR logs and th
 metric; latency → the latency metric and WARN logs; crashes, restarts and OOM → Warning events,
 the memory metric and WARN logs; nothing recognisable → WARN logs and every metric. Deployments
 and alerts of the service are always listed. A KNOWLEDGE_QUERY is exactly one runbook search.
-In EVIDENCE_GAP_ONLY mode the plan is built from the Verifier's gaps alone.
+In EVIDENCE_GAP_ONLY mode the plan is built from the Verifier's gaps alone: each gap's suggested
+tool (WARN logs when it names none or an unknown one), for the service the gap names when it
+names one other than the question's (a dependency whose metrics would settle a claim), else for
+the question's service.
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ class OfflinePlanner:
         if service is None and previous_turn is not None:
             service = find_service(f"{previous_turn.query} {previous_turn.answer_summary}", known)
         if gaps:
-            return _gap_plan(gaps, service=service, registry=registry)
+            return _gap_plan(gaps, service=service, registry=registry, known=known)
         intent = classify_intent(query)
         if intent is Intent.KNOWLEDGE_QUERY:
             step = PlanStep(tool_name=SEARCH_RUNBOOKS, arguments={"query": query},
@@ -154,10 +157,37 @@ _GAP_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def services_named(text: str, known_services: Iterable[str] = ()) -> list[str]:
+    """Every service a text names, in order: known services, and service-like words."""
+    lowered = text.lower()
+    found: list[tuple[int, str]] = []
+    for name in sorted(set(known_services), key=len, reverse=True):
+        match = re.search(rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])", lowered)
+        if match and not any(s <= match.start() < s + len(n) for s, n in found):
+            found.append((match.start(), name))
+    for match in _SERVICE_WORD.finditer(lowered):
+        word = match.group()
+        if word.rsplit("-", 1)[-1] in _SERVICE_SUFFIXES and all(
+                n.lower() != word for _, n in found):
+            found.append((match.start(), word))
+    return [name for _, name in sorted(found)]
+
+
+def gap_service(gap: EvidenceGap, *, service: str | None,
+                known_services: Iterable[str] = ()) -> str | None:
+    """The service a gap is about: the first other than the question's that it names (a gap
+    asking for a dependency's metrics), else the question's."""
+    others = [n for n in services_named(gap.description, known_services)
+              if service is None or n.lower() != service.lower()]
+    return others[0] if others else service
+
+
 def _gap_plan(
-    gaps: Sequence[EvidenceGap], *, service: str | None, registry: ToolRegistry
+    gaps: Sequence[EvidenceGap], *, service: str | None, registry: ToolRegistry,
+    known: Sequence[str] = (),
 ) -> Plan:
-    """One call per distinct gap tool, scoped to the service in question; nothing else."""
+    """One call per distinct gap tool and service, scoped to the service the gap names (else
+    the service in question); nothing else."""
     steps: list[PlanStep] = []
     seen: set[str] = set()
     for gap in gaps:
@@ -168,7 +198,8 @@ def _gap_plan(
         if tool == SEARCH_RUNBOOKS:
             arguments: dict[str, Any] = {"query": gap.description}
         else:
-            arguments = _args(service, **_GAP_DEFAULTS.get(tool, {}))
+            target = gap_service(gap, service=service, known_services=known)
+            arguments = _args(target, **_GAP_DEFAULTS.get(tool, {}))
         key = f"{tool}:{sorted(arguments.items())}"
         concerning = f"claim {gap.claim_id}" if gap.claim_id else "the diagnosis"
         if key in seen:

@@ -9,7 +9,7 @@ import pytest
 from models.agent import PreviousTurn
 from models.common import Intent
 from models.verifier import EvidenceGap
-from pipeline.agents.planner import OfflinePlanner, classify_intent, find_service
+from pipeline.agents.planner import OfflinePlanner, classify_intent, find_service, services_named
 from pipeline.tools import ToolRegistry, default_registry
 
 KNOWN = ["checkout-service", "payment-db", "payment-gateway", "orders-api"]
@@ -149,3 +149,70 @@ def test_planner__gap_mode_with_a_runbook_gap_searches_its_description() -> None
     plan = _plan("Why is checkout-service returning 500s?", gaps=[gap])
     assert _calls(plan) == [("search_runbooks",
                              {"query": "which runbook covers pool exhaustion"})]
+
+
+@pytest.mark.parametrize(
+    ("description", "tool", "call"),
+    [
+        pytest.param("Claim c3 ties its cause to its effect by time alone: none of its evidence "
+                     "shows payment-gateway, which it names, behaving differently.",
+                     "query_metrics", ("query_metrics", {"service": "payment-gateway"}),
+                     id="metrics-of-the-dependency-it-names"),
+        pytest.param("Claim c3 needs the Warning events of pricing-api, a service-like word.",
+                     "get_events", ("get_events", {"service": "pricing-api", "type": "Warning"}),
+                     id="an-unknown-service-like-word"),
+        pytest.param("Claim c3: the Kubernetes events of checkout-service would show it.",
+                     "get_events",
+                     ("get_events", {"service": "checkout-service", "type": "Warning"}),
+                     id="only-the-question's-service"),
+        pytest.param("Claim g1-c3 needs evidence for its quantity.", "query_metrics",
+                     ("query_metrics", {"service": "checkout-service"}),
+                     id="a-claim-id-is-not-a-service"),
+    ],
+)
+def test_planner__gap_mode_scopes_each_call_to_the_service_its_gap_names(
+    description: str, tool: str, call: tuple[str, dict[str, Any]]
+) -> None:
+    gap = EvidenceGap(claim_id="c3", description=description, critical=True,
+                      suggested_tool=tool)
+    plan = _plan("Why is checkout-service returning 500s?", gaps=[gap])
+    assert plan.evidence_gap_only and _calls(plan) == [call]
+    assert "claim c3" in plan.steps[0].reason
+
+
+def test_planner__gap_mode_plans_one_call_per_tool_and_service() -> None:
+    def gap(description: str) -> EvidenceGap:
+        return EvidenceGap(claim_id="c3", description=description, critical=True,
+                           suggested_tool="query_metrics")
+
+    plan = _plan("Why is checkout-service returning 500s?",
+                 gaps=[gap("metrics of payment-db"), gap("metrics of payment-db again"),
+                       gap("metrics of orders-api"), gap("its quantity")])
+    assert _calls(plan) == [
+        ("query_metrics", {"service": "payment-db"}),
+        ("query_metrics", {"service": "orders-api"}),
+        ("query_metrics", {"service": "checkout-service"}),
+    ]
+
+
+def test_planner__gap_mode_without_known_services_still_finds_the_gap_service() -> None:
+    gap = EvidenceGap(claim_id="c3", description="none of its evidence shows pricing-api",
+                      critical=True, suggested_tool="query_metrics")
+    plan = OfflinePlanner().plan("Why is catalog-service returning 503s?",
+                                 registry=default_registry(), gaps=[gap])
+    assert plan.service == "catalog-service"
+    assert _calls(plan) == [("query_metrics", {"service": "pricing-api"})]
+
+
+@pytest.mark.parametrize(
+    ("text", "known", "named"),
+    [
+        ("checkout-service calls payment-db and payment-gateway", KNOWN,
+         ["checkout-service", "payment-db", "payment-gateway"]),
+        ("payment-gateway-v2 is not payment-gateway", KNOWN, ["payment-gateway"]),
+        ("ledger-api.internal and claim g1-c3", [], ["ledger-api"]),
+        ("Claim c3 needs evidence for its quantity.", KNOWN, []),
+    ],
+)
+def test_planner__services_named(text: str, known: list[str], named: list[str]) -> None:
+    assert services_named(text, known) == named
