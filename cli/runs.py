@@ -1,12 +1,18 @@
-"""`verity run`, `cancel`, `export`, `scenarios` and `worker`: the runtime from the command line."""
+"""`verity run`, `cancel`, `export`, `scenarios`, `worker` and `reconcile`: the runtime from the
+command line."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,24 +21,23 @@ from rich.console import Console
 from cli.render import print_result
 from models.bundle import RunResult
 from models.run import RunEvent, RunRecord
-from pipeline.config import VeritySettings
-from pipeline.errors import ConfigurationError, InputError, VerityError
+from pipeline.config import VeritySettings, resolve_database_url
+from pipeline.errors import ConfigurationError, InputError, StoreUnavailableError, VerityError
 from pipeline.factory import build_runtime, resolve_scenario
+from pipeline.graph import QUEUES
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
+from pipeline.store import RunStore
 
 _err = Console(stderr=True)
 
 
 def _client_and_worker(stack: ExitStack) -> Any:
     """A producer client: enqueue to real workers, or run the embedded one in-process."""
-    from tasks.client import VerityClient  # celery is imported only for runtime commands
+    from tasks.client import VerityClient, check_settings  # celery only for runtime commands
     from tasks.embedded import embedded_worker
 
     settings = VeritySettings()
-    if settings.broker_url and not settings.database_url:
-        raise ConfigurationError(
-            "VERITY_BROKER_URL is set: also set VERITY_DATABASE_URL to the workers' database"
-        )
+    check_settings(settings)
     runtime = build_runtime(settings)
     stack.callback(runtime.store.close)
     if not settings.broker_url:
@@ -163,16 +168,15 @@ def scenarios(
         out.print(f"[bold]{info.name}[/bold]  {info.question}", highlight=False)
 
 
-QUEUES = ("control", "llm", "tools")
-"""The queues of `celeryconfig.task_routes`."""
-
-
 def worker(
     queues: Annotated[str, typer.Option(help="Queues to consume.")] = "control,llm,tools",
     concurrency: Annotated[int, typer.Option(help="Threads.")] = 8,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "INFO",
     hostname: Annotated[str | None, typer.Option(
         help="Node name (default verity-<queues>-<pid>@<host>, unique per process).")] = None,
+    beat: Annotated[bool, typer.Option(
+        "--beat", help="Also send the reconciler's sweep every VERITY_RECONCILE_INTERVAL_S "
+        "(Celery beat, embedded); safe on several workers.")] = False,
 ) -> None:
     """Run a Celery worker for VERITY_BROKER_URL (threads pool, task events on)."""
     if not VeritySettings().broker_url:
@@ -189,8 +193,61 @@ def worker(
     # Several workers on one host (one per queue group) need names of their own for Flower
     # and remote control; Celery's default (celery@<host>) would be shared.
     node = hostname or f"verity-{'-'.join(names)}-{os.getpid()}@%h"
-    app.worker_main([
+    argv = [
         "worker", "--pool", "threads", "--concurrency", str(concurrency),
         "--queues", ",".join(names), "--hostname", node,
         "--loglevel", loglevel, "--task-events", "--without-gossip", "--without-mingle",
-    ])
+    ]
+    with ExitStack() as stack:
+        if beat:
+            argv += ["--beat", "--schedule", _beat_schedule_file(stack)]
+        app.worker_main(argv)
+
+
+def _beat_schedule_file(stack: ExitStack) -> str:
+    """Beat's schedule file, in a directory of this process's own (removed at exit): the
+    sweep's schedule is a fixed interval, nothing worth keeping across restarts, and workers
+    sharing one file would contend for its lock."""
+    from tasks.reconcile import use_threaded_beat
+
+    use_threaded_beat()
+    folder = tempfile.mkdtemp(prefix="verity-beat-")
+    stack.callback(shutil.rmtree, folder, ignore_errors=True)
+    return str(Path(folder) / "schedule")
+
+
+def reconcile(
+    once: Annotated[bool, typer.Option("--once", help="One sweep, then exit.")] = False,
+    interval: Annotated[float | None, typer.Option(
+        help="Seconds between sweeps (default VERITY_RECONCILE_INTERVAL_S).")] = None,
+) -> None:
+    """Run the reconciler as a service: re-send stalled runs' next steps over
+    VERITY_BROKER_URL, end runs past their deadline FAILED. Safe with several running; each
+    sweep prints one JSON line of counts."""
+    from tasks.client import check_settings
+
+    settings = VeritySettings()
+    if not settings.broker_url:
+        raise ConfigurationError("set VERITY_BROKER_URL: the reconciler re-sends over the "
+                                 "workers' broker (e.g. redis://127.0.0.1:6379/0)")
+    check_settings(settings)
+    every = settings.reconcile_interval_s if interval is None else interval
+    if every <= 0:
+        raise InputError("--interval must be above 0")
+    from tasks.reconcile import run_sweep  # celery only once the settings are known good
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with RunStore.open(resolve_database_url(settings),
+                       run_deadline_s=settings.run_deadline_s) as store:
+        while True:
+            try:
+                counts: dict[str, Any] = run_sweep(store, settings).as_dict()
+            except StoreUnavailableError as exc:  # wait the database out, like the workers
+                if once:
+                    raise
+                counts = {"skipped": str(exc)}
+            sys.stdout.write(json.dumps(counts) + "\n")
+            sys.stdout.flush()
+            if once or stop.wait(every):
+                return

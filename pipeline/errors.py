@@ -21,9 +21,8 @@
         ├── BudgetExceededError         the run's token budget is spent
         └── RunCancelledError           the run was cancelled
 
-`retryable` on a RunFailure says whether the runtime may try the same call again. A missing or
-rejected API key (401, 403) is a ConfigurationError with a one-line message, never a RunFailure:
-no fallback can fix it.
+A missing or rejected API key (401, 403) is a ConfigurationError with a one-line message,
+never a RunFailure: no fallback can fix it.
 """
 
 from __future__ import annotations
@@ -79,10 +78,8 @@ class BrokerUnavailableError(VerityError):
 
 
 class RunFailure(VerityError):
-    """A run cannot continue normally; routing chooses a fallback by subtype."""
-
-    retryable: bool = False
-    """Whether the same call may be tried again."""
+    """A run cannot continue normally; routing chooses a fallback by subtype (the retries of
+    `pipeline/attempts.py` choose by subtype too)."""
 
 
 class ProviderUnavailableError(RunFailure):
@@ -90,8 +87,6 @@ class ProviderUnavailableError(RunFailure):
 
     `retry_after` is the wait in seconds the provider asked for (`retry-after`), if it said.
     """
-
-    retryable = True
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -105,13 +100,9 @@ class ProviderRejectedError(RunFailure):
 class ProviderOutputInvalidError(RunFailure):
     """The model answered outside its contract."""
 
-    retryable = True
-
 
 class GuardRejectedError(RunFailure):
     """A deterministic guard refused the model's answer."""
-
-    retryable = True
 
 
 class AttemptsExhaustedError(RunFailure):

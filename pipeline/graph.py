@@ -228,3 +228,9 @@ GRAPH = Graph(nodes={spec.node: spec for spec in (
     _spec(Node.FINALIZE, "control", None, None, invocations=True),
 )})
 """The run's graph."""
+
+TOOL_QUEUE = "tools"
+"""Where a step's requested tool calls run (`verity.node.tool`)."""
+QUEUES: tuple[str, ...] = tuple(sorted({spec.queue for spec in GRAPH.nodes.values()}
+                                       | {TOOL_QUEUE}))
+"""The Celery queues the run's nodes and tools use (`celeryconfig.task_routes` routes to them)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.agent import Plan, ToolCallRequest, Transcript
+from models.bundle import RunResult
 from models.common import RunStatus
 from models.invocation import ToolInvocation
 from models.run import LlmAttempt, RunHead
@@ -24,6 +25,7 @@ from pipeline.agents.protocols import Agents, Planner
 from pipeline.bodies.common import Event, NodeContext, NodeInput
 from pipeline.bodies.execute import with_results
 from pipeline.config import VeritySettings
+from pipeline.evaluation import run_result
 from pipeline.graph import GRAPH, Graph, GraphError
 from pipeline.routing import Node
 from pipeline.tools.registry import ToolRegistry, run_tool
@@ -116,6 +118,42 @@ class _KnownServices:
         return plan
 
 
+def investigate(
+    query: str,
+    *,
+    source: Any,
+    registry: ToolRegistry,
+    agents: Agents | None = None,
+    settings: VeritySettings | None = None,
+    stop_before: str | None = None,
+) -> MemoryRun:
+    """Run `query` over `source` through the graph in this process, every tool inline (the
+    offline agents unless `agents` are given), until its next node is `finalize` (or
+    `stop_before`). `result(run)` is then what finalize would release."""
+    from pipeline.factory import offline_agents  # the agents' modules import the graph's
+
+    agents = agents or offline_agents()
+    settings = settings or VeritySettings()
+    state = RuntimeState(pipeline=PipelineState(query=query, intent=agents.classify_intent(query)),
+                         next=NextStep(node=GRAPH.entry))
+    run = MemoryRun(run_id=uuid.uuid4().hex, state=state)
+    ctx = NodeContext(agents=agents, registry=registry, settings=settings)
+
+    def call(pending: ToolInvocation) -> ToolInvocation:
+        request = ToolCallRequest(tool_call_id=pending.tool_call_id,
+                                  tool_name=pending.tool_name, arguments=pending.arguments)
+        return run_tool(registry, request, source=source,
+                        max_items=settings.projection_max_items,
+                        max_bytes=settings.projection_max_bytes)
+
+    return drive(GRAPH, ctx, run, call_tool=call, stop_before=stop_before)
+
+
+def result(run: MemoryRun) -> RunResult:
+    """What finalize releases for a run driven to its end."""
+    return run_result(run.run_id, run.state.pipeline, run.invocations)
+
+
 def run_in_process(
     query: str,
     *,
@@ -124,30 +162,18 @@ def run_in_process(
     known_services: Sequence[str] = (),
     max_items: int = 50,
     max_bytes: int = 16384,
-    agents: Agents | None = None,
-    settings: VeritySettings | None = None,
 ) -> LoopResult:
-    """Plan and investigate `query` over `source` through the graph, up to the Gatekeeper,
-    calling each tool inline (the offline agents unless `agents` are given)."""
-    from pipeline.factory import offline_agents  # the agents' modules import the graph's
+    """Plan and investigate `query` over `source` with the offline agents, up to the
+    Gatekeeper: the plan, the transcript with its results and the Executor's final output."""
+    from pipeline.factory import offline_agents
 
-    agents = agents or offline_agents()
+    agents = offline_agents()
     if known_services:
         planner: Planner = _KnownServices(agents.planner, known_services)
         agents = dataclasses.replace(agents, planner=planner)
-    intent = agents.classify_intent(query)
-    state = RuntimeState(pipeline=PipelineState(query=query, intent=intent),
-                         next=NextStep(node=GRAPH.entry))
-    run = MemoryRun(run_id=uuid.uuid4().hex, state=state)
-    ctx = NodeContext(agents=agents, registry=registry, settings=settings or VeritySettings())
-
-    def call(pending: ToolInvocation) -> ToolInvocation:
-        request = ToolCallRequest(tool_call_id=pending.tool_call_id,
-                                  tool_name=pending.tool_name, arguments=pending.arguments)
-        return run_tool(registry, request, source=source, max_items=max_items,
-                        max_bytes=max_bytes)
-
-    drive(GRAPH, ctx, run, call_tool=call, stop_before=Node.GATEKEEP.value)
+    settings = VeritySettings(projection_max_items=max_items, projection_max_bytes=max_bytes)
+    run = investigate(query, source=source, registry=registry, agents=agents,
+                      settings=settings, stop_before=Node.GATEKEEP.value)
     transcript = run.state.transcript
     if run.raw_output is None or transcript is None:
         raise GraphError(f"the investigation of {query!r} ended without an Executor output")

@@ -7,12 +7,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from celery.worker import WorkController
+from pipeline.graph import QUEUES
 from pipeline.runtime import Runtime
 
 from tasks.app import app
 from tasks.services import set_runtime
-
-QUEUES = ("control", "llm", "tools")
 
 
 @contextmanager
