@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from models.agent import ExecutorStep, ExecutorTurn, Plan, PlanStep, ToolCallRequest, Transcript
+from models.agent import ExecutorStep, PlanStep, ToolCallRequest, Transcript
 from models.common import Intent
 from models.executor import (
     Claim,
@@ -35,7 +35,6 @@ from models.executor import (
     Hypothesis,
     RecommendedAction,
 )
-from models.invocation import ToolInvocation
 from pipeline.facts import FactMemo, FactSet
 from pipeline.gatekeeper import scope_text
 from pipeline.guards import unsupported_facts
@@ -52,8 +51,7 @@ from pipeline.tools.builtin import (
 )
 from pipeline.tools.formatting import format_value, plural
 from pipeline.tools.records import iso
-from pipeline.tools.registry import ToolRegistry, run_tool
-from pipeline.tools.source import IncidentSource
+from pipeline.tools.registry import ToolRegistry
 from pipeline.tools.views import CallView, Element, LogPattern, MetricView, metric_series
 
 MAX_TURNS = 3
@@ -647,49 +645,3 @@ def _conclude(report: _Report, findings: Findings, *, root_id: str | None,
         report.action(f"Follow runbook {document.text('doc_id')} ({document.text('title')})"
                       f"{first}", [claim_id, root_id or (symptom_ids[0] if symptom_ids else None)])
     report.missing.append("Traces, request payloads and database internals were not examined.")
-
-
-# ==== the loop without a runtime ==============================================================
-
-MAX_STEPS = 10
-
-
-@dataclass(frozen=True)
-class LoopResult:
-    """An in-process investigation: the plan, the whole transcript and the final output."""
-
-    plan: Plan
-    transcript: Transcript
-    invocations: list[ToolInvocation]
-    final_output: str
-
-
-def run_in_process(
-    query: str,
-    *,
-    source: IncidentSource,
-    registry: ToolRegistry,
-    known_services: Sequence[str] = (),
-    max_items: int = 50,
-    max_bytes: int = 16384,
-) -> LoopResult:
-    """Plan, then drive the Executor loop calling each tool with `run_tool`, in this process.
-
-    What the Celery runtime does across tasks, for tests, benchmarks and scripts.
-    """
-    from pipeline.agents.planner import OfflinePlanner
-
-    plan = OfflinePlanner().plan(query, registry=registry, known_services=known_services)
-    transcript = Transcript(query=query, plan=plan)
-    executor = OfflineExecutor()
-    invocations: list[ToolInvocation] = []
-    for _ in range(MAX_STEPS):
-        step = executor.step(transcript, registry=registry)
-        if step.final_output is not None:
-            return LoopResult(plan, transcript, invocations, step.final_output)
-        results = [run_tool(registry, request, source=source, max_items=max_items,
-                            max_bytes=max_bytes) for request in step.tool_calls]
-        invocations += results
-        turn = ExecutorTurn(tool_calls=step.tool_calls, results=results)
-        transcript = transcript.model_copy(update={"turns": [*transcript.turns, turn]})
-    raise RuntimeError(f"the executor did not finish in {MAX_STEPS} steps")
