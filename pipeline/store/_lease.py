@@ -156,7 +156,8 @@ END_ATTEMPT = (
             input_tokens=bindparam("p_input_tokens"), output_tokens=bindparam("p_output_tokens"),
             cache_read_tokens=bindparam("p_cache_read_tokens"),
             cache_write_tokens=bindparam("p_cache_write_tokens"),
-            cost_usd=bindparam("p_cost_usd"), error_type=bindparam("p_error_type"))
+            cost_usd=bindparam("p_cost_usd"), error_type=bindparam("p_error_type"),
+            created_at=bindparam("p_now"))
 )
 ABANDON = (
     update(ATTEMPT)
@@ -217,7 +218,7 @@ PG_END_ATTEMPT = """
 UPDATE llm_attempt SET outcome = %(p_outcome)s, latency_ms = %(p_latency_ms)s,
   input_tokens = %(p_input_tokens)s, output_tokens = %(p_output_tokens)s,
   cache_read_tokens = %(p_cache_read_tokens)s, cache_write_tokens = %(p_cache_write_tokens)s,
-  cost_usd = %(p_cost_usd)s, error_type = %(p_error_type)s
+  cost_usd = %(p_cost_usd)s, error_type = %(p_error_type)s, created_at = %(p_now)s
 WHERE run_id = %(p_run_id)s AND role = %(p_role)s AND cycle = %(p_cycle)s
   AND attempt_number = %(p_number)s AND outcome IN ('in_flight', 'abandoned')
 """
@@ -320,9 +321,12 @@ class LeaseStore:
         error_type: str | None = None,
     ) -> bool:
         """Complete an in-flight (or abandoned) row with its outcome, usage and latency;
-        False if there is no such open row (completed already)."""
+        False if there is no such open row (completed already). Its `created_at` becomes the
+        time it ended, as for rows a commit writes: `created_at - latency_ms` is when the
+        request went out."""
         params = {
             "p_run_id": run_id, "p_role": role, "p_cycle": cycle, "p_number": number,
+            "p_now": _now(),
             "p_outcome": outcome, "p_input_tokens": input_tokens,
             "p_output_tokens": output_tokens, "p_cache_read_tokens": cache_read_tokens,
             "p_cache_write_tokens": cache_write_tokens, "p_latency_ms": latency_ms,

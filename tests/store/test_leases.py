@@ -211,3 +211,14 @@ def test_record_attempts__renumbers_taken_numbers_and_never_raises(store: RunSto
     assert sorted(n for _, _, n in rows) == [1, 2, 3, 5, 6]
     assert (rows[("verifier", 0, 3)].outcome, rows[("verifier", 0, 3)].input_tokens) == ("ok", 7)
     assert store.record_attempts([]) == []
+
+
+def test_journal__a_completed_row_is_dated_when_it_ended(store: RunStore) -> None:
+    run_id = _run(store)
+    number = _begin(store, run_id)
+    began = _by_number(store, run_id)[("verifier", 0, number)].created_at
+    time.sleep(0.05)
+    store.end_attempt(run_id, "verifier", 0, number, outcome="ok", latency_ms=50.0)
+    ended = _by_number(store, run_id)[("verifier", 0, number)].created_at
+    assert began is not None and ended is not None
+    assert (ended - began).total_seconds() >= 0.05
