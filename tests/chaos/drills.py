@@ -39,7 +39,7 @@ def _finish(cluster: Cluster, run_ids: list[str], *, since: float, timeout: floa
             **extra: Any) -> Audit:
     drained = cluster.drain(run_ids, timeout=timeout, since=since)
     audit = cluster.audit(run_ids, drain_time_s=drained)
-    audit.extra.update(extra)
+    audit.extra.update(extra, reconcilers=cluster.reconciler_health())
     return audit
 
 
@@ -240,9 +240,12 @@ def cancel_during_model_call(cluster: Cluster, *, runs: int = RUNS, hold_s: floa
     since = time.monotonic()
     probe_ids = cluster.submit(scenario_jobs(probes, knowledge=False))
     probe_drain = cluster.drain(probe_ids, timeout=hold_s + 30)
+    everything = [*run_ids, *probe_ids]
+    drained = cluster.drain(everything, timeout=hold_s + 30, since=since)
     late = _settle_attempts(cluster, run_ids, runs=runs, timeout=hold_s + 10)
-    audit = _finish(cluster, [*run_ids, *probe_ids], since=since, timeout=hold_s + 30,
-                    reconciler=reconciler, cancel=said)
+    audit = cluster.audit(everything, drain_time_s=drained)
+    audit.extra.update({"reconciler": reconciler, "cancel": said,
+                        "reconcilers": cluster.reconciler_health()})
     aborts = [(created - datetime.fromtimestamp(cancelled_at, UTC)).total_seconds()
               for created, in cluster.query(
                   "SELECT created_at FROM llm_attempt WHERE role = 'verifier' "
