@@ -39,6 +39,22 @@ task_routes = {
     "verity.*": {"queue": "control"},
 }
 result_expires = 3600
+# A publish that cannot reach the broker fails in about a second (a producer's submit says so at
+# once, a worker's dispatch leaves the run to the reconciler) instead of retrying at length.
+broker_connection_timeout = 4
+task_publish_retry_policy = {
+    "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5,
+}
+# The reconciler (tasks/reconcile.py), sent by beat: `verity worker --beat` embeds it.
+_reconcile_interval_s = float(os.environ.get("VERITY_RECONCILE_INTERVAL_S", "15"))
+beat_schedule = {
+    "verity-reconcile": {
+        "task": "verity.reconcile.sweep",
+        "schedule": _reconcile_interval_s,
+        # a sweep still queued when the next one is due is superseded by it
+        "options": {"expires": max(1.0, _reconcile_interval_s)},
+    },
+}
 timezone = "UTC"
 enable_utc = True
 # The memory transport polls every second by default; every hop would wait for it.

@@ -145,6 +145,7 @@ app.command()(runs.cancel)
 app.command()(runs.export)
 app.command()(runs.scenarios)
 app.command()(runs.worker)
+app.command()(runs.reconcile)
 
 
 def main() -> None:

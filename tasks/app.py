@@ -5,7 +5,11 @@ from __future__ import annotations
 from celery import Celery
 from celery.app.amqp import AMQP
 from celery.events.dispatcher import EventDispatcher
+from kombu.exceptions import OperationalError as KombuOperationalError
 from kombu.utils.objects import cached_property
+from pipeline.errors import BrokerUnavailableError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tasks import transport
 from tasks.events import SentEventDispatcher
@@ -20,5 +24,18 @@ class _AMQP(AMQP):  # type: ignore[misc]
         return SentEventDispatcher(app=self.app, enabled=False)
 
 
-app = Celery("verity", include=["tasks.nodes"], amqp=_AMQP)
+app = Celery("verity", include=["tasks.nodes", "tasks.reconcile"], amqp=_AMQP)
 app.config_from_object("celeryconfig")
+
+PUBLISH_ERRORS: tuple[type[BaseException], ...] = (
+    KombuOperationalError, RedisConnectionError, RedisTimeoutError, OSError)
+"""What a publish raises when the broker (or the chord's result backend) cannot be reached:
+kombu's wrapper once its bounded retries are spent, redis-py's own errors from the result
+backend, a refused socket."""
+
+
+def broker_unavailable(exc: BaseException) -> BrokerUnavailableError:
+    """A publish error as the one-line Verity error."""
+    lines = str(exc).strip().splitlines()
+    return BrokerUnavailableError(
+        f"broker unavailable: {lines[0] if lines else type(exc).__name__}")

@@ -9,21 +9,45 @@
 
 Or, without this module, enqueue by name: `app.send_task("verity.run.coordinate", (run_id, 0))`
 after creating the run with `Runtime.submit`.
+
+Producer-side failures are Verity errors with one-line messages, raised before anything is
+written or with the row removed again: a `data_source` that is missing or not a scenario folder
+(InputError), a database that cannot be reached (StoreUnavailableError), a broker that cannot be
+reached (BrokerUnavailableError: the just-created run is deleted), a broker configured without
+the workers' shared database (ConfigurationError).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from models.run import RunEvent, RunRecord
 from models.state import RuntimeState
-from pipeline.errors import VerityError
+from pipeline.config import VeritySettings
+from pipeline.errors import ConfigurationError, InputError, StoreError, VerityError
+from pipeline.factory import load_source, resolve_scenario
 from pipeline.routing import Node
 from pipeline.runtime import Runtime
 
-from tasks.app import app
+from tasks.app import PUBLISH_ERRORS, app, broker_unavailable
 from tasks.nodes import coordinate, pending_task_ids
 from tasks.services import get_runtime
+
+logger = logging.getLogger(__name__)
+
+SUBMIT_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2,
+                       "interval_max": 0.5}
+"""A submit's publish gives up within about a second when the broker is down."""
+
+
+def check_settings(settings: VeritySettings) -> None:
+    """A producer with a broker must write where the workers read: ConfigurationError if
+    VERITY_BROKER_URL is set without VERITY_DATABASE_URL (the embedded SQLite file would be
+    this process's own)."""
+    if settings.broker_url and not settings.database_url:
+        raise ConfigurationError(
+            "VERITY_BROKER_URL is set: also set VERITY_DATABASE_URL to the workers' database")
 
 
 class RunTimeoutError(VerityError):
@@ -40,16 +64,60 @@ class VerityClient:
     @classmethod
     def from_env(cls) -> VerityClient:
         """A client over the VERITY_* configured database and broker."""
+        check_settings(VeritySettings())
         return cls(get_runtime())
 
     def submit(
         self, query: str, *, session_id: str | None = None, data_source: str | None = None
     ) -> str:
-        """Create the run and enqueue its coordinator; returns the run id at once."""
-        run_id = self.runtime.submit(query, session_id=session_id, data_source=data_source)
-        # A new run starts at plan: naming the node spares the coordinator a read.
-        coordinate.apply_async((run_id, 0, Node.PLAN.value), task_id=f"{run_id}-coordinate-0")
+        """Create the run and enqueue its coordinator; returns the run id at once.
+
+        InputError (nothing written) for a `data_source` the runtime cannot load;
+        BrokerUnavailableError (the run deleted again) if the broker cannot be reached.
+        """
+        source = self.check_data_source(data_source)
+        run_id = self.runtime.submit(query, session_id=session_id, data_source=source)
+        try:
+            # A new run starts at plan: naming the node spares the coordinator a read.
+            coordinate.apply_async((run_id, 0, Node.PLAN.value),
+                                   task_id=f"{run_id}-coordinate-0",
+                                   retry_policy=SUBMIT_RETRY_POLICY)
+        except PUBLISH_ERRORS as exc:
+            if self._started_anyway(run_id):
+                return run_id  # the message did go out before the error
+            raise broker_unavailable(exc) from exc
         return run_id
+
+    def check_data_source(self, data_source: str | None) -> str | None:
+        """The data source to store: a scenario folder as an absolute path, checked before
+        anything is written (InputError, one line). A runtime with a source loader of its own
+        (VERITY_RUNTIME_FACTORY) is asked to load it instead."""
+        if self.runtime.source_loader is not load_source:
+            try:
+                self.runtime.source_loader(data_source)
+            except InputError:
+                raise
+            except Exception as exc:
+                message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                raise InputError(f"data_source {data_source!r} cannot be loaded: {message}"
+                                 ) from None
+            return data_source
+        if data_source is None or not str(data_source).strip():
+            raise InputError("submit needs a data_source: the path of a scenario folder")
+        return resolve_scenario(None, str(data_source))
+
+    def _started_anyway(self, run_id: str) -> bool:
+        """Delete a run whose first message could not be sent; True if it is not there to
+        delete because it has started (the publish went out before it raised)."""
+        store = self.runtime.store
+        try:
+            if store.delete_run(run_id):
+                return False
+            record = store.get_run(run_id)
+        except StoreError as exc:  # left PENDING: the reconciler sends it once it can
+            logger.warning("run %s not removed after its publish failed: %s", run_id, exc)
+            return False
+        return record.version > 0
 
     def get(self, run_id: str) -> RunRecord:
         """The run as stored now."""

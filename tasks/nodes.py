@@ -9,12 +9,16 @@ stored results (see `_tool_results_stored`).
 from __future__ import annotations
 
 import logging
+import random
+import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from typing import Any
 
 from celery import Task, chord
 from celery.backends.redis import RedisBackend
 from models.state import NextStep
+from pipeline.config import VeritySettings
 from pipeline.errors import StoreUnavailableError
 from pipeline.runtime import NODE_NAMES, NodeOutcome
 
@@ -23,17 +27,60 @@ from tasks.services import get_runtime
 
 logger = logging.getLogger(__name__)
 
+FIRST_TRY_HEADER = "verity_first_try"
+"""Message header: when (epoch seconds) the message was first tried, carried by its retries."""
+RETRY_BACKOFF_S = 0.5
+"""The first retry's delay; each next one doubles, up to `RETRY_BACKOFF_MAX_S`."""
+RETRY_BACKOFF_MAX_S = 15.0
+
+_clock = time.time
+"""Wall-clock seconds (retries run in other processes than the first try); tests replace it."""
+
+
+@cache
+def retry_budget_s() -> float:
+    """Seconds a message keeps retrying an unreachable database (VERITY_STORE_RETRY_BUDGET_S)."""
+    return VeritySettings().store_retry_budget_s
+
+
+def retry_delay(retries: int, *, remaining_s: float, rng: random.Random | None = None) -> float:
+    """The wait before retry number `retries + 1`: capped exponential backoff with jitter (the
+    upper half of the step, so many tasks hit by one outage do not come back in step), never
+    past what is left of the budget."""
+    step = min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S * 2.0 ** min(retries, 32))
+    jittered = (rng or random).uniform(step / 2, step)
+    return max(0.0, min(jittered, remaining_s))
+
 
 class StoreRetryingTask(Task):
     """A database that drops or refuses connections is waited out: the message is sent again
-    with backoff (about a minute in all). Nodes are idempotent, so a retry after a commit that
-    did land only re-dispatches the stored next step."""
+    with backoff while it is within `retry_budget_s()` of its first try (the time travels in the
+    `verity_first_try` header); past it the task logs and gives up, and the reconciler finishes
+    the run once the database is back. Nodes are idempotent, so a retry after a commit that did
+    land only re-dispatches the stored next step."""
 
-    autoretry_for = (StoreUnavailableError,)
-    max_retries = 8
-    retry_backoff = 0.5
-    retry_backoff_max = 15
-    retry_jitter = True
+    max_retries = None  # bounded by time, not by count
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        started = _clock()
+        try:
+            return super().__call__(*args, **kwargs)
+        except StoreUnavailableError as exc:
+            return self._wait_out(exc, started=started)
+
+    def _wait_out(self, exc: StoreUnavailableError, *, started: float) -> Any:
+        request = self.request
+        headers = dict(request.headers or {})
+        first = float(headers.get(FIRST_TRY_HEADER, started))
+        elapsed, budget = _clock() - first, retry_budget_s()
+        if elapsed >= budget:
+            logger.error("%s[%s]: %s; still unavailable %.0f s after the first try (budget "
+                         "%.0f s): giving up, the reconciler will finish the run",
+                         self.name, request.id, exc, elapsed, budget)
+            raise exc
+        delay = retry_delay(request.retries, remaining_s=budget - elapsed)
+        raise self.retry(exc=exc, countdown=delay,
+                         headers={**headers, FIRST_TRY_HEADER: first})
 
 
 def node_task_id(run_id: str, node: str, version: int) -> str:
