@@ -131,3 +131,25 @@ def test_verity_reconcile_once_resends_over_the_broker(
              what="the re-sent run to finish")
     assert run_store.get_run(run_id).status is RunStatus.SUCCESS
     _assert_exactly_once(run_store, run_id)
+
+
+def test_an_outage_past_the_retry_budget_is_finished_by_the_reconciler(
+    workers: Workers, runtime_env: dict[str, str], run_store: RunStore
+) -> None:
+    """verify meets a database that is down for 9 s, against a retry budget of 3 s: the task
+    gives up (and says so), and once the database is back the reconciler re-sends the step."""
+    workers.env = {**runtime_env, "VERITY_STORE_RETRY_BUDGET_S": "3",
+                   "VERITY_RUNTIME_FACTORY": "tests.integration.outage_runtime:build",
+                   "VERITY_TEST_OUTAGE_UNTIL": str(time.time() + 9)}
+    _start_beat_worker(workers)
+    run_id = produce(runtime_env, f"print(client.submit({QUESTION!r}, data_source={CHECKOUT!r}))")
+    wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=60,
+             what="the run to finish after the outage")
+    record = run_store.get_run(run_id)
+    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id)
+    resent = [p for kind, p in _reconcile_events(run_store, run_id) if kind == "resent"]
+    assert resent and {p["node"] for p in resent} == {"verify"}
+    log = (workers.log_dir / "worker-0.log").read_text()
+    assert "giving up, the reconciler will finish the run" in log
+    assert "verity.node.verify[" in log and "retry: Retry in" in log
+    _assert_exactly_once(run_store, run_id)
