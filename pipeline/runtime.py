@@ -10,8 +10,10 @@ re-sends the stored next step through this same path.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from models.agent import PreviousTurn, ToolCallRequest
@@ -19,6 +21,7 @@ from models.common import Intent, RunStatus
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from models.run import RunHead
 from models.state import NextStep, PipelineState, RuntimeState
+from pipeline.agents.base import sends_requests
 from pipeline.agents.protocols import Agents
 from pipeline.attempts import RetryPolicy
 from pipeline.bodies.common import NodeContext, NodeInput, Step
@@ -26,13 +29,20 @@ from pipeline.config import VeritySettings
 from pipeline.errors import StaleStateError, StoreError, StoreUnavailableError
 from pipeline.evaluation import run_result
 from pipeline.graph import GRAPH, Graph
+from pipeline.lease import LeaseKeeper
 from pipeline.store import RunStore
 from pipeline.tools.registry import ToolRegistry, clean_error, run_tool
 
 __all__ = ["Agents", "NodeInput", "NodeOutcome", "Runtime", "Step"]
 
-OutcomeKind = Literal["committed", "stale", "cancelled", "terminal", "failed", "redispatch"]
-"""`redispatch` is what the reconciler sends: the stored next step, again."""
+MODEL_QUEUE = "llm"
+"""Nodes on this queue call models: one copy at a time runs each, under the run's lease."""
+_KEEPER_LOCK = threading.Lock()
+
+OutcomeKind = Literal[
+    "committed", "stale", "leased", "cancelled", "terminal", "failed", "redispatch"]
+"""`leased`: another live copy runs the node; `redispatch`: what the reconciler sends, the
+stored next step again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +65,8 @@ class Runtime:
     source_loader: Callable[[str | None], Any]
     graph: Graph = GRAPH
     """The graph to drive; benchmarks drive one with instant bodies."""
+    leases: LeaseKeeper | None = None
+    """Node leases for the nodes that call models; built on first use from the settings."""
 
     # -- entry points ---------------------------------------------------------------------
 
@@ -109,13 +121,27 @@ class Runtime:
             return NodeOutcome("stale", record.version)
         if node == self.graph.terminal:
             return self._finalize(inp)
+        if spec.queue != MODEL_QUEUE:
+            return self._advance(inp, node)
+        with self._keeper().hold(run_id, version) as held:
+            if not held.acquired:  # another live copy runs it, or the run moved on
+                kind: OutcomeKind = "leased" if held.outcome.state == "leased" else "stale"
+                return NodeOutcome(kind, held.outcome.version)
+            if self._remote:
+                self.store.abandon_in_flight(run_id)  # rows of a copy that died mid-call
+            outcome = self._advance(inp, node)
+            if outcome.kind in ("committed", "failed"):
+                held.mark_cleared()  # the commit cleared the lease with the version bump
+            return outcome
+
+    def _advance(self, inp: NodeInput, node: str) -> NodeOutcome:
         try:
             step = self.graph.advance(self.context(), node, inp)
         except StoreUnavailableError:
             raise  # the task waits the database out and runs the node again
         except Exception as exc:  # a node that cannot go on fails the run, visibly
-            return self._fail(record, state, node=node, error=exc)
-        return self._commit(record, node, step)
+            return self._fail(inp.head, inp.state, node=node, error=exc)
+        return self._commit(inp.head, node, step)
 
     def run_tool_call(self, run_id: str, tool_call_id: str) -> ToolInvocation | None:
         """Run one requested tool call at most once to completion; never raises on the call's
@@ -155,9 +181,31 @@ class Runtime:
         """What the node bodies may use: this runtime's agents, tools, settings and store."""
         return NodeContext(agents=self.agents, registry=self.registry, settings=self.settings,
                            previous_turn=self._previous_turn, evidence_retry=evidence_retry,
-                           retry_policy=RetryPolicy.from_settings(self.settings))
+                           retry_policy=RetryPolicy.from_settings(self.settings),
+                           journal=self.store)
+
+    def close(self) -> None:
+        """Stop the lease keeper and close the store."""
+        if self.leases is not None:
+            self.leases.close()
+        self.store.close()
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _keeper(self) -> LeaseKeeper:
+        with _KEEPER_LOCK:
+            if self.leases is None:
+                self.leases = LeaseKeeper(self.store, ttl_s=self.settings.lease_ttl_s,
+                                          renew_s=self.settings.lease_renew_s)
+            return self.leases
+
+    @cached_property
+    def _remote(self) -> bool:
+        """Whether any agent sends network requests (its attempts are journaled)."""
+        agents = self.agents
+        return any(sends_requests(a) for a in (agents.planner, agents.executor,
+                                               agents.verifier, agents.composer,
+                                               agents.knowledge))
 
     def _call_tool(self, head: RunHead, pending: ToolInvocation) -> ToolInvocation:
         request = ToolCallRequest(tool_call_id=pending.tool_call_id,
@@ -199,12 +247,20 @@ class Runtime:
                 invocations=step.invocations, turn=step.turn,
             )
         except StaleStateError:
+            self._keep_attempts(step)
             return NodeOutcome("stale", record.version)
         except StoreUnavailableError:
             raise
         except StoreError as exc:  # a write the store refuses (a duplicate id ...) ends the run
+            self._keep_attempts(step)
             return self._fail(record, step.state, node=node, error=exc)
         return NodeOutcome("committed", new_version, step.state.next)
+
+    def _keep_attempts(self, step: Step) -> None:
+        """The attempts of a step whose commit lost (the run was cancelled or moved on while
+        its model answered): every call made is a row, under numbers still free."""
+        if step.attempts:
+            self.store.record_attempts(step.attempts)
 
     def _stopped(self, record: RunHead) -> NodeOutcome | None:
         if record.status.terminal:

@@ -13,7 +13,7 @@ from models.invocation import ToolInvocation
 from models.run import LlmAttempt, RunHead
 from models.state import NodeFailure, RuntimeState
 from pipeline.agents.protocols import Agents
-from pipeline.attempts import AttemptLog, RetryPolicy
+from pipeline.attempts import AttemptJournal, AttemptLog, RetryPolicy
 from pipeline.config import VeritySettings
 from pipeline.errors import BudgetExceededError, RunFailure, StaleStateError
 from pipeline.executor_output import parse_executor_output
@@ -66,6 +66,8 @@ class NodeContext:
     """Whether this driver can run the EVIDENCE_GAP_ONLY cycle (a bundle has no tools)."""
     retry_policy: RetryPolicy | None = None
     """The model calls' retries; None leaves them to the model (else `IMMEDIATE`)."""
+    journal: AttemptJournal | None = None
+    """Where remote models' attempts are written as they happen (the run store)."""
 
 
 def attempt_log(ctx: NodeContext, inp: NodeInput) -> AttemptLog:
@@ -74,7 +76,7 @@ def attempt_log(ctx: NodeContext, inp: NodeInput) -> AttemptLog:
         inp.head.run_id, start=inp.state.attempt_counters,
         token_budget=ctx.settings.token_budget, tokens_used=inp.state.tokens_used,
         cycle=inp.state.pipeline.evidence_retry_count,
-        policy=ctx.retry_policy,
+        policy=ctx.retry_policy, journal=ctx.journal,
     )
 
 

@@ -266,6 +266,14 @@ class _Lane:
         """Close the client (after its request ended)."""
         self.client.close()
 
+    def __del__(self) -> None:
+        # as the SDK's own client wrapper does: an idle lane of a provider nobody closed still
+        # closes its connection when it goes
+        try:
+            self.client.close()
+        except Exception:  # at interpreter exit anything may be gone
+            pass
+
     def _on_request(self, request: httpx2.Request) -> None:
         request.extensions = {**request.extensions, "trace": self._trace}
 

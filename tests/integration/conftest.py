@@ -49,6 +49,9 @@ def runtime_env(postgres_url: str, redis_db_url: str, tmp_path: Path) -> dict[st
         "VERITY_RESULT_BACKEND": redis_db_url,
         "VERITY_DATABASE_URL": postgres_url,
         "VERITY_VISIBILITY_TIMEOUT": "3",
+        # a dead copy's node lease must have expired when its message is redelivered
+        "VERITY_LEASE_TTL_S": "1.5",
+        "VERITY_LEASE_RENEW_S": "0.5",
         "VERITY_HOME": str(tmp_path / "home"),
     }
 
