@@ -219,3 +219,38 @@ def test_cli_run_enqueues_to_real_workers(
     assert record.status is RunStatus.SUCCESS
     worker_log = "\n".join(p.read_text() for p in workers.log_dir.glob("worker-*.log"))
     assert f"verity.node.plan[{result['run_id']}-plan-0] received" in worker_log
+
+
+def test_the_evidence_retry_scenario_closes_its_gap_and_keeps_its_root_cause(
+    workers: Workers, runtime_env: dict[str, str], run_store: RunStore
+) -> None:
+    """catalog-pricing-rate-limit: the offline Verifier finds the root cause resting on time
+    alone (a critical query_metrics gap on pricing-api); the gap cycle queries it and the
+    union of both cycles is PASS with the deploy confirmed."""
+    workers.start()
+    source = str(default_scenarios_dir() / "catalog-pricing-rate-limit")
+    run_id = _submit(runtime_env, "Why is catalog-service returning 503s?", source)
+    _terminal(run_store, run_id)
+    record = run_store.get_run(run_id)
+    events = run_store.events_since(run_id)
+    assert (record.status, record.verdict and record.verdict.value) == (RunStatus.SUCCESS,
+                                                                       "PASS"), events
+    retry = [e.payload for e in events if e.kind == "evidence_retry"]
+    assert retry == [{"gaps": 1, "cycle": 1}]
+    first_verify = next(e.payload for e in events if e.node == "verify")
+    assert first_verify["effective_verdict"] == "LOW_CONFID"
+    assert record.evidence_retry_count == 1
+    gap_calls = [i for i in run_store.list_invocations(run_id)
+                 if i.arguments.get("service") == "pricing-api"]
+    assert [i.tool_name for i in gap_calls] == ["query_metrics"]
+    assert record.final_answer is not None and record.self_evaluation is not None
+    summary = record.final_answer.answer_summary
+    assert summary.startswith("Root cause: Deploy catalog-service v4.2.0")
+    assert "pricing-api" in summary and "v2.8.0" not in summary and "v3.1.2" not in summary
+    evaluation = record.self_evaluation.verifier_evaluation
+    checks = {c.claim_id: c.verification.value for c in evaluation.claim_checks}
+    # cycle one's claims are all still judged, and the gap cycle's were added beside them
+    assert {"c1", "c2", "c3"} <= set(checks) and any(c.startswith("g1-") for c in checks)
+    assert checks["c3"] in ("direct_observation", "reasonable_inference")
+    assert not [g for g in evaluation.evidence_gaps if g.critical]
+    _assert_exactly_once(run_store, run_id)
