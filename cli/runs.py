@@ -25,6 +25,7 @@ from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import ConfigurationError, InputError, StoreUnavailableError, VerityError
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.graph import QUEUES
+from pipeline.lease import check_lease_settings
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
 from pipeline.store import RunStore
 
@@ -179,8 +180,11 @@ def worker(
         "(Celery beat, embedded); safe on several workers.")] = False,
 ) -> None:
     """Run a Celery worker for VERITY_BROKER_URL (threads pool, task events on)."""
-    if not VeritySettings().broker_url:
+    settings = VeritySettings()
+    if not settings.broker_url:
         raise ConfigurationError("set VERITY_BROKER_URL (e.g. redis://127.0.0.1:6379/0)")
+    # a redelivered node must find a dead copy's lease expired: checked before connecting
+    check_lease_settings(settings)
     names = [q.strip() for q in queues.split(",") if q.strip()]
     unknown = sorted(set(names) - set(QUEUES))
     if not names or unknown:

@@ -151,3 +151,15 @@ def test_cli__worker_needs_a_broker(env: dict[str, str]) -> None:
     done = _verity("worker", env=env)
     assert done.returncode == 1  # a configuration error, as a missing API key is
     assert done.stderr.strip().startswith("verity: error: set VERITY_BROKER_URL")
+
+
+def test_cli__worker_refuses_a_lease_ttl_the_visibility_timeout_would_outlive(
+    env: dict[str, str]
+) -> None:
+    done = _verity("worker", env={**env, "VERITY_BROKER_URL": "redis://127.0.0.1:1/0",
+                                  "VERITY_LEASE_TTL_S": "400"})
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "verity: error: VERITY_LEASE_TTL_S=400 must be at most half of "
+        "VERITY_VISIBILITY_TIMEOUT=600: a redelivered node would find the dead copy's lease "
+        "still live")
