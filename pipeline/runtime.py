@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, Literal
 
 from models.agent import PreviousTurn, ToolCallRequest
@@ -25,8 +24,14 @@ from pipeline.agents.base import sends_requests
 from pipeline.agents.protocols import Agents
 from pipeline.attempts import RetryPolicy
 from pipeline.bodies.common import NodeContext, NodeInput, Step
+from pipeline.cancellation import CancelToken
 from pipeline.config import VeritySettings
-from pipeline.errors import StaleStateError, StoreError, StoreUnavailableError
+from pipeline.errors import (
+    RunCancelledError,
+    StaleStateError,
+    StoreError,
+    StoreUnavailableError,
+)
 from pipeline.evaluation import run_result
 from pipeline.graph import GRAPH, Graph
 from pipeline.lease import LeaseKeeper
@@ -125,23 +130,46 @@ class Runtime:
             return self._advance(inp, node)
         with self._keeper().hold(run_id, version) as held:
             if not held.acquired:  # another live copy runs it, or the run moved on
-                kind: OutcomeKind = "leased" if held.outcome.state == "leased" else "stale"
-                return NodeOutcome(kind, held.outcome.version)
+                return self._refused(run_id, held.outcome.state, held.outcome.version)
             if self._remote:
                 self.store.abandon_in_flight(run_id)  # rows of a copy that died mid-call
-            outcome = self._advance(inp, node)
+            outcome = self._advance(inp, node, token=held.token)
             if outcome.kind in ("committed", "failed"):
                 held.mark_cleared()  # the commit cleared the lease with the version bump
             return outcome
 
-    def _advance(self, inp: NodeInput, node: str) -> NodeOutcome:
+    def _advance(self, inp: NodeInput, node: str, *, token: CancelToken | None = None
+                 ) -> NodeOutcome:
         try:
             step = self.graph.advance(self.context(), node, inp)
         except StoreUnavailableError:
             raise  # the task waits the database out and runs the node again
+        except RunCancelledError:
+            return self._interrupted(inp.head, NodeOutcome("cancelled", inp.head.version))
         except Exception as exc:  # a node that cannot go on fails the run, visibly
             return self._fail(inp.head, inp.state, node=node, error=exc)
+        if token is not None and token.cancelled:
+            # the run was cancelled or ended, or this copy lost its lease, while its model
+            # answered: its step (a fallback for the interrupted call) is not the run's. Every
+            # request a remote model sent is already a row (journaled as it went out); offline
+            # agents send none, and their attempts go with the step they belong to.
+            return self._interrupted(inp.head, NodeOutcome("leased", inp.head.version))
         return self._commit(inp.head, node, step)
+
+    def _interrupted(self, head: RunHead, otherwise: NodeOutcome) -> NodeOutcome:
+        """Why an interrupted copy stops: the run's end, or (its lease gone) another copy."""
+        current = self.store.get_head(head.run_id)[0]
+        stop = self._stopped(current)
+        return stop if stop is not None else otherwise
+
+    def _refused(self, run_id: str, state: str, version: int) -> NodeOutcome:
+        if state == "leased":
+            return NodeOutcome("leased", version)
+        if state == "ended":
+            stop = self._stopped(self.store.get_head(run_id)[0])
+            if stop is not None:
+                return stop
+        return NodeOutcome("stale", version)
 
     def run_tool_call(self, run_id: str, tool_call_id: str) -> ToolInvocation | None:
         """Run one requested tool call at most once to completion; never raises on the call's
@@ -199,7 +227,7 @@ class Runtime:
                                           renew_s=self.settings.lease_renew_s)
             return self.leases
 
-    @cached_property
+    @property
     def _remote(self) -> bool:
         """Whether any agent sends network requests (its attempts are journaled)."""
         agents = self.agents
@@ -247,20 +275,12 @@ class Runtime:
                 invocations=step.invocations, turn=step.turn,
             )
         except StaleStateError:
-            self._keep_attempts(step)
             return NodeOutcome("stale", record.version)
         except StoreUnavailableError:
             raise
         except StoreError as exc:  # a write the store refuses (a duplicate id ...) ends the run
-            self._keep_attempts(step)
             return self._fail(record, step.state, node=node, error=exc)
         return NodeOutcome("committed", new_version, step.state.next)
-
-    def _keep_attempts(self, step: Step) -> None:
-        """The attempts of a step whose commit lost (the run was cancelled or moved on while
-        its model answered): every call made is a row, under numbers still free."""
-        if step.attempts:
-            self.store.record_attempts(step.attempts)
 
     def _stopped(self, record: RunHead) -> NodeOutcome | None:
         if record.status.terminal:

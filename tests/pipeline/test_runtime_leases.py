@@ -1,0 +1,114 @@
+"""The runtime's model-calling nodes under the node lease, on both databases: a second copy is
+refused while the first holds it; a copy whose token is set while its model answers (the run
+cancelled, or its lease lost) commits nothing, and its attempt is still a row."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from models.common import RunStatus
+from models.verifier import VerifierInput
+from pipeline.agents.base import ModelReply
+from pipeline.agents.offline_verifier import verify
+from pipeline.cancellation import current_token
+from pipeline.config import VeritySettings
+from pipeline.factory import build_runtime, resolve_scenario
+from pipeline.prompts import Prompt
+from pipeline.runtime import NodeOutcome, Runtime
+from pipeline.scenarios import load_scenario
+from pipeline.store import RunStore
+
+
+class _Verifier:
+    """The offline Verifier, running `during` while its call is in flight; it declares itself
+    remote, so its attempts are journaled as a Claude agent's are."""
+
+    model = "test-verifier"
+    remote = True
+
+    def __init__(self, during: object) -> None:
+        self.during = during
+        self.calls = 0
+
+    def respond(self, prompt: Prompt, payload: bytes) -> ModelReply:
+        self.calls += 1
+        self.during()  # type: ignore[operator]
+        return ModelReply(text=verify(VerifierInput.model_validate_json(payload))
+                          .model_dump_json())
+
+
+@pytest.fixture
+def runtime(store: RunStore) -> Iterator[Runtime]:
+    built = build_runtime(VeritySettings(provider="offline"), store=store)
+    yield built
+    if built.leases is not None:
+        built.leases.close()
+
+
+def _to_verify(runtime: Runtime) -> tuple[str, NodeOutcome]:
+    path = resolve_scenario("checkout-pool-exhaustion", None)
+    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path)
+    outcome = runtime.coordinate(run_id, 0)
+    while outcome.next is not None and outcome.next.node != "verify":
+        for tool_call_id in outcome.next.tool_call_ids:
+            runtime.run_tool_call(run_id, tool_call_id)
+        outcome = runtime.run_node(run_id, outcome.next.node, outcome.version)
+    assert outcome.kind == "committed"
+    return run_id, outcome
+
+
+def test_lease__a_second_copy_of_a_running_node_is_refused(runtime: Runtime) -> None:
+    run_id, at_verify = _to_verify(runtime)
+    seen: list[NodeOutcome] = []
+    runtime.agents.verifier = _Verifier(
+        lambda: seen.append(runtime.run_node(run_id, "verify", at_verify.version)))
+    first = runtime.run_node(run_id, "verify", at_verify.version)
+    assert [o.kind for o in seen] == ["leased"]
+    assert first.kind == "committed" and first.next is not None
+    assert runtime.store.get_run(run_id).node == "verify"
+
+
+def test_lease__a_copy_cancelled_mid_call_commits_nothing_and_keeps_its_attempt(
+    runtime: Runtime,
+) -> None:
+    run_id, at_verify = _to_verify(runtime)
+
+    def cancel_now() -> None:
+        runtime.cancel(run_id)
+        token = current_token()
+        assert token is not None
+        token.cancel("its run was cancelled")  # what the keeper's next renewal does
+
+    runtime.agents.verifier = _Verifier(cancel_now)
+    outcome = runtime.run_node(run_id, "verify", at_verify.version)
+    assert outcome.kind == "terminal"
+    record = runtime.store.get_run(run_id)
+    assert record.status is RunStatus.CANCELLED and record.final_answer is None
+    assert [e for e in runtime.store.events_since(run_id) if e.node == "verify"] == []
+    assert [a.role for a in runtime.store.list_attempts(run_id)].count("verifier") == 1
+
+
+def test_lease__a_copy_that_lost_its_lease_mid_call_leaves_the_run_to_the_other(
+    runtime: Runtime,
+) -> None:
+    run_id, at_verify = _to_verify(runtime)
+
+    def lose() -> None:
+        token = current_token()
+        assert token is not None
+        token.cancel("its node lease was taken over")
+
+    runtime.agents.verifier = _Verifier(lose)
+    outcome = runtime.run_node(run_id, "verify", at_verify.version)
+    assert outcome.kind == "leased"
+    head = runtime.store.get_run(run_id)
+    assert (head.status, head.version) == (RunStatus.RUNNING, at_verify.version)
+    # the attempt of the copy that lost is a row; the next copy's attempt numbers follow it
+    runtime.agents.verifier = _Verifier(lambda: None)
+    assert runtime.run_node(run_id, "verify", at_verify.version).kind == "committed"
+    numbers = [a.attempt_number for a in runtime.store.list_attempts(run_id)
+               if a.role == "verifier"]
+    assert sorted(numbers) == [1, 2]
