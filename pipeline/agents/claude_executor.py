@@ -156,8 +156,10 @@ class ClaudeExecutor(ClaudeAgent):
             asking = [*messages, {"role": "assistant", "content": paused}] if paused else messages
             response = self._send(self._request(prompt, tools, asking, last_turn),
                                   prompt=prompt, log=log)
-            content = [*paused, *response.content]
-            step, feedback = self._map(response, content, made=made, last_turn=last_turn)
+            content, duplicates = _distinct_ids([*paused, *response.content],
+                                                taken=set(made.values()))
+            step, feedback = self._map(response, content, made=made, last_turn=last_turn,
+                                       duplicates=duplicates)
             if step is not None:
                 return step
             if response.stop_reason == "pause_turn":
@@ -234,6 +236,7 @@ class ClaudeExecutor(ClaudeAgent):
         *,
         made: dict[str, str],
         last_turn: bool,
+        duplicates: dict[str, str] | None = None,
     ) -> tuple[ExecutorStep | None, list[JSON]]:
         """The step for a reply (`content`: the turn's whole assistant content, paused parts
         included), or (None, tool_result feedback) to ask again."""
@@ -251,15 +254,21 @@ class ClaudeExecutor(ClaudeAgent):
         if last_turn:
             return ExecutorStep(final_output=_TOOLS_ON_LAST_TURN), []
         fresh, refused = self._split(uses, made)
+        duplicates = duplicates or {}
+        refused += [(c.tool_call_id, duplicates[c.tool_call_id]) for c in fresh
+                    if c.tool_call_id in duplicates]
+        fresh = [c for c in fresh if c.tool_call_id not in duplicates]
         if fresh:
             kept = fresh[: self.max_tool_calls]
-            not_run = {call_id: _refused_text(original) for call_id, original in refused}
+            not_run = {call_id: _refused_text(original, duplicate=call_id in duplicates)
+                       for call_id, original in refused}
             not_run |= {c.tool_call_id: f"not run: more than {self.max_tool_calls} calls in "
                         "one turn; ask again if you still need it" for c in fresh[len(kept):]}
             replay = Replay(_replayable(content), not_run)
             self.replays.put(kept, replay)
             return ExecutorStep(tool_calls=kept, **_persistable(replay)), []
-        return None, [_error_result(call_id, _refused_text(original))
+        return None, [_error_result(call_id, _refused_text(original,
+                                                           duplicate=call_id in duplicates))
                       for call_id, original in refused]
 
     def _split(
@@ -376,7 +385,35 @@ def _error_result(tool_call_id: str, message: str) -> JSON:
             "content": [{"type": "text", "text": message}]}
 
 
-def _refused_text(original: str) -> str:
+def _distinct_ids(content: Sequence[JSON], *, taken: set[str]
+                  ) -> tuple[list[JSON], dict[str, str]]:
+    """The reply's content with every tool_use id unique in the run: a block that presents an
+    id already used (earlier in the run or in this reply) is the second action of that id —
+    an error that never overwrites the first (harness-contracts). It gets an id of its own so
+    its `is_error` tool_result can answer it, and is refused. Returns the content and
+    {new id: the id it presented}."""
+    seen = set(taken)
+    duplicates: dict[str, str] = {}
+    distinct: list[JSON] = []
+    index = 0
+    for block in content:
+        if block.get("type") == "tool_use":
+            call_id = _call_id(block, index)
+            if call_id in seen:
+                fresh_id = mint_tool_call_id(call_id, index, "duplicate", len(duplicates))
+                duplicates[fresh_id] = call_id
+                block = {**block, "id": fresh_id}
+                call_id = fresh_id
+            seen.add(call_id)
+            index += 1
+        distinct.append(block)
+    return distinct, duplicates
+
+
+def _refused_text(original: str, *, duplicate: bool = False) -> str:
+    if duplicate:
+        return (f"refused: duplicate tool_call_id {original}: a second action with the id of an "
+                "earlier call is an error and did not run; the first call's result stands.")
     return (f"refused: identical to call {original} (same tool, same arguments), which already "
             "ran or is asked for in this turn; its result is in the conversation. Call another "
             "tool, or submit_evidence.")

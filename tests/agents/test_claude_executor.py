@@ -343,3 +343,34 @@ def test_executor__a_paused_turn_is_replayed_whole() -> None:
                registry=default_registry())
     replayed = provider.requests[2].messages[1]
     assert replayed == {"role": "assistant", "content": [*paused.content, *asked.content]}
+
+
+def test_executor__a_second_action_with_a_used_tool_use_id_is_an_error_not_a_call() -> None:
+    """harness-contracts, Duplicate Tool Call ID is proposed: two tool actions present one id;
+    the second is classified as an error and never overwrites the first."""
+    same = "toolu_01SameSameSameSameSame00"
+    events = {"service": "checkout-service"}
+    provider = ScriptedProvider().enqueue(
+        uses((same, "search_logs", LOGS), (same, "get_events", events)), submit(good_output()))
+    agent = executor(provider)
+    step = agent.step(transcript(), registry=default_registry())
+    assert [(c.tool_call_id, c.tool_name) for c in step.tool_calls] == [(same, "search_logs")]
+    agent.step(next_transcript(transcript(), step.tool_calls, [logs_result(same)]),
+               registry=default_registry())
+    assistant, results = provider.requests[1].messages[1:3]
+    ids = [b["id"] for b in assistant["content"] if b["type"] == "tool_use"]
+    assert ids[0] == same and ids[1] != same and len(set(ids)) == 2  # each answerable once
+    assert [(b["tool_use_id"], b.get("is_error", False)) for b in results["content"]] == [
+        (same, False), (ids[1], True)]
+    assert f"duplicate tool_call_id {same}" in results["content"][1]["content"][0]["text"]
+
+
+def test_executor__a_tool_use_id_reused_from_an_earlier_turn_is_refused() -> None:
+    provider = ScriptedProvider().enqueue(
+        uses((ID_LOGS, "get_events", {"service": "checkout-service"})),
+        uses(("toolu_01FreshFreshFreshFresh00", "get_events", {"service": "payment-db"})))
+    step = executor(provider).step(transcript(first_turn()), registry=default_registry())
+    assert [c.tool_call_id for c in step.tool_calls] == ["toolu_01FreshFreshFreshFresh00"]
+    (refusal,) = provider.requests[1].messages[-1]["content"]
+    assert refusal["is_error"] is True and refusal["tool_use_id"] != ID_LOGS
+    assert f"duplicate tool_call_id {ID_LOGS}" in refusal["content"][0]["text"]

@@ -134,3 +134,36 @@ def test_drivers__visit_the_same_nodes_with_the_same_events(
     assert (verified.result.status, verified.result.verdict) == (record.status.value,
                                                                  record.verdict)
     assert verified.result.final_answer == record.final_answer
+
+
+class _TwiceTheSameId:
+    """An Executor whose first step asks for two calls under one tool_call_id."""
+
+    def step(self, transcript: Any, **_: Any) -> Any:
+        from models.agent import ExecutorStep, ToolCallRequest
+
+        if transcript.turns:
+            return ExecutorStep(final_output='{"claims": []}')
+        same = "toolu_01SameSameSameSameSame00"
+        return ExecutorStep(tool_calls=[
+            ToolCallRequest(tool_call_id=same, tool_name="search_logs",
+                            arguments={"service": "checkout-service"}),
+            ToolCallRequest(tool_call_id=same, tool_name="get_events",
+                            arguments={"service": "checkout-service"})])
+
+
+def test_execute__a_duplicate_tool_call_id_is_an_error_event_and_the_first_call_stands() -> None:
+    import dataclasses
+
+    from pipeline.inprocess import investigate
+
+    scenario = load_scenario(Path(resolve_scenario("checkout-pool-exhaustion", None)))
+    agents = dataclasses.replace(offline_agents(), executor=_TwiceTheSameId())
+    run = investigate(scenario.meta.question, source=scenario, registry=default_registry(),
+                      agents=agents)
+    assert [(i.tool_call_id, i.tool_name) for i in run.invocations] == [
+        ("toolu_01SameSameSameSameSame00", "search_logs")]
+    (duplicate,) = [p for n, k, p in run.events if k == "duplicate_tool_call"]
+    assert duplicate["tool_name"] == "get_events"
+    assert "duplicate tool_call_id 'toolu_01SameSameSameSameSame00'" in duplicate["error"]
+    assert run.state.next is not None and run.state.next.node == "finalize"  # the run goes on
