@@ -17,7 +17,6 @@ minutes after the onset. Otherwise no root cause is claimed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from models.executor import (
 from pipeline.facts import FactMemo, FactSet
 from pipeline.gatekeeper import scope_text
 from pipeline.guards import unsupported_facts
+from pipeline.ids import mint_tool_call_id
 from pipeline.jsonpath import PathError, resolve
 from pipeline.text import normalize, value_text
 from pipeline.tools.analysis import DEPENDENCY_SLACK, ONSET_SLACK, Findings
@@ -58,7 +58,6 @@ MAX_TURNS = 3
 MAX_DEPENDENCIES = 2
 DEPLOY_SEARCH_BEFORE = timedelta(minutes=60)
 DEPLOY_SEARCH_AFTER = timedelta(minutes=5)
-_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 MODEL_NAME = "offline-investigator-1"
 
 
@@ -168,28 +167,22 @@ def requests_for(transcript: Transcript, steps: Sequence[PlanStep]) -> list[Tool
     state = transcript.model_dump_json()
     requests = []
     for index, step in enumerate(steps):
-        call_id = mint_tool_call_id(state, turn=len(transcript.turns), index=index, taken=taken)
+        call_id = next_call_id(state, turn=len(transcript.turns), index=index, taken=taken)
         taken.add(call_id)
         requests.append(ToolCallRequest(tool_call_id=call_id, tool_name=step.tool_name,
                                         arguments=step.arguments))
     return requests
 
 
-def mint_tool_call_id(state: str, *, turn: int, index: int, taken: set[str]) -> str:
-    """`toolu_01` + 22 base62 characters, derived from the transcript state, turn and index.
+def next_call_id(state: str, *, turn: int, index: int, taken: set[str]) -> str:
+    """A tool_call_id derived from the transcript state, turn and index (`pipeline.ids`).
 
     The transcript holds every earlier call and result, so ids never repeat within a run (a
     collision with an id already taken is re-drawn).
     """
     salt = 0
     while True:
-        digest = hashlib.sha256(f"{state}|{turn}|{index}|{salt}".encode()).digest()
-        number = int.from_bytes(digest, "big")
-        chars = []
-        for _ in range(22):
-            number, rest = divmod(number, 62)
-            chars.append(_BASE62[rest])
-        call_id = "toolu_01" + "".join(chars)
+        call_id = mint_tool_call_id(f"{state}|{turn}|{index}|{salt}")
         if call_id not in taken:
             return call_id
         salt += 1

@@ -24,7 +24,7 @@ from pipeline.agents.investigator import (
     MAX_TURNS,
     OfflineExecutor,
     investigate,
-    mint_tool_call_id,
+    next_call_id,
 )
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner
@@ -87,8 +87,8 @@ def test_investigator__ids_are_unique_across_the_run_and_across_cycles() -> None
 
 
 def test_investigator__a_taken_id_is_redrawn() -> None:
-    first = mint_tool_call_id("state", turn=0, index=0, taken=set())
-    second = mint_tool_call_id("state", turn=0, index=0, taken={first})
+    first = next_call_id("state", turn=0, index=0, taken=set())
+    second = next_call_id("state", turn=0, index=0, taken={first})
     assert first != second and ID_SHAPE.match(second)
 
 
