@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, Result, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from models.bundle import FinalAnswer, RunResult
@@ -249,8 +249,30 @@ def _write_invocations(
     try:
         session.execute(insert(ToolInvocationRow), rows)
     except IntegrityError as exc:
-        duplicate = invocations[0].tool_call_id if len(invocations) == 1 else "of this batch"
-        raise DuplicateToolCallError(run_id, duplicate) from exc
+        taken = _taken_ids(session, run_id, [i.tool_call_id for i in invocations])
+        raise DuplicateToolCallError(run_id, _duplicate_id(invocations, taken)) from exc
+
+
+def _taken_ids(session: Session | Connection, run_id: str, ids: list[str]) -> str:
+    """Which of `ids` the run already has (SQLite names no key in its error)."""
+    try:
+        rows = session.execute(select(ToolInvocationRow.tool_call_id).where(
+            ToolInvocationRow.run_id == run_id, ToolInvocationRow.tool_call_id.in_(ids)))
+        return " ".join(str(row[0]) for row in rows)
+    except SQLAlchemyError:  # the transaction is gone: the message names all of them
+        return ""
+
+
+def _duplicate_id(invocations: Sequence[ToolInvocation], detail: str = "") -> str:
+    """The tool_call_id a refused insert repeated: one given twice, else the last of them that
+    `detail` (the stored ids, or the database's message) names, else all of them."""
+    ids = [i.tool_call_id for i in invocations]
+    twice = next((i for n, i in enumerate(ids) if i in ids[:n]), None)
+    if twice is not None:
+        return twice
+    # rows go in in order until one is refused: the last id found stored is the refused one
+    named = [i for i in ids if i in detail.split()]
+    return named[-1] if named else ", ".join(ids)
 
 
 def _insert_event(

@@ -30,6 +30,7 @@ from pipeline.store._ops import (
     _as_utc,
     _available,
     _duplicate_attempt,
+    _duplicate_id,
     _jsonable,
     _unavailable,
 )
@@ -253,9 +254,11 @@ class HotPath:
         except self._integrity as exc:
             constraint = getattr(getattr(exc, "diag", None), "constraint_name", "") or ""
             if "tool_invocation" in constraint:
-                duplicate = (invocations[0].tool_call_id if len(invocations) == 1
-                             else "of this batch")
-                raise DuplicateToolCallError(run_id, duplicate) from exc
+                # "Key (run_id, tool_call_id)=(<run>, <id>) already exists."
+                detail = getattr(getattr(exc, "diag", None), "message_detail", "") or ""
+                detail = detail.replace("(", " ").replace(")", " ").replace(",", " ")
+                raise DuplicateToolCallError(run_id, _duplicate_id(invocations, detail)
+                                             ) from exc
             if "llm_attempt" in constraint:
                 raise StoreError(_duplicate_attempt(attempts)) from exc
             if "diagnosis_run" in constraint:

@@ -106,6 +106,13 @@ def test_commit_node__a_duplicate_writes_nothing(store: RunStore) -> None:
         store.commit_node(run_id, expected_version=1, node="execute", state={"lost": True},
                           invocations=[_invocation("toolu_01")],
                           events=[("execute", "tool_calls", {})])
+    # in a batch, the message names the id that was taken, not the batch
+    with pytest.raises(DuplicateToolCallError, match="duplicate tool_call_id 'toolu_01' in run"):
+        store.commit_node(run_id, expected_version=1, node="execute", state={"lost": True},
+                          invocations=[_invocation("toolu_03"), _invocation("toolu_01")])
+    with pytest.raises(DuplicateToolCallError, match="duplicate tool_call_id 'toolu_04' in run"):
+        store.commit_node(run_id, expected_version=1, node="execute", state={"lost": True},
+                          invocations=[_invocation("toolu_04"), _invocation("toolu_04")])
     with pytest.raises(StoreError, match="duplicate model attempt"):
         store.commit_node(run_id, expected_version=1, node="verify", state={"lost": True},
                           attempts=[_attempt(run_id)], events=[("verify", "completed", {})])
