@@ -117,7 +117,8 @@ def build_runtime(
     agents = agents_for(settings)  # before the store: a missing key fails first, in one line
     graph, registry = with_faults(GRAPH, default_registry(), settings)
     return Runtime(
-        store=store or RunStore.open(resolve_database_url(settings)),
+        store=store or RunStore.open(resolve_database_url(settings),
+                                     run_deadline_s=settings.run_deadline_s),
         registry=registry,
         agents=agents,
         settings=settings,

@@ -82,8 +82,11 @@ class Runtime:
         session_id: str | None = None,
         data_source: str | None = None,
         run_id: str | None = None,
+        deadline_s: float | None = None,
     ) -> str:
-        """Create the run with its intent routed; the caller dispatches `coordinate(run, 0)`."""
+        """Create the run with its intent routed; the caller dispatches `coordinate(run, 0)`.
+        It must end within `deadline_s` seconds (default `VERITY_RUN_DEADLINE_S`), or the
+        reconciler ends it FAILED."""
         intent = self.agents.classify_intent(query)
         state = RuntimeState(
             pipeline=PipelineState(query=query, intent=intent),
@@ -93,6 +96,7 @@ class Runtime:
         return self.store.create_run(
             query=query, intent=intent, session_id=session_id, run_id=run_id,
             data_source=data_source, state=_dump(state),
+            deadline_s=self.settings.run_deadline_s if deadline_s is None else deadline_s,
             events=[("submit", "accepted", {"intent": intent.value})],
         )
 

@@ -68,15 +68,20 @@ class VerityClient:
         return cls(get_runtime())
 
     def submit(
-        self, query: str, *, session_id: str | None = None, data_source: str | None = None
+        self, query: str, *, session_id: str | None = None, data_source: str | None = None,
+        deadline_s: float | None = None,
     ) -> str:
-        """Create the run and enqueue its coordinator; returns the run id at once.
+        """Create the run and enqueue its coordinator; returns the run id at once. The run
+        must end within `deadline_s` seconds (default `VERITY_RUN_DEADLINE_S`).
 
         InputError (nothing written) for a `data_source` the runtime cannot load;
         BrokerUnavailableError (the run deleted again) if the broker cannot be reached.
         """
         source = self.check_data_source(data_source)
-        run_id = self.runtime.submit(query, session_id=session_id, data_source=source)
+        if deadline_s is not None and not deadline_s > 0:
+            raise InputError(f"deadline_s must be a positive number of seconds, not {deadline_s}")
+        run_id = self.runtime.submit(query, session_id=session_id, data_source=source,
+                                     deadline_s=deadline_s)
         try:
             # A new run starts at plan: naming the node spares the coordinator a read.
             coordinate.apply_async((run_id, 0, Node.PLAN.value),

@@ -153,3 +153,20 @@ def test_submit__a_broker_that_is_down_leaves_no_row(database_url: str) -> None:
     assert out["runs"] == 0
     with RunStore.open(database_url) as store:
         assert store.list_runs() == []
+
+
+def test_submit__a_deadline_of_its_own_is_stored_and_a_bad_one_refused(
+    client: VerityClient, store: RunStore
+) -> None:
+    run_id = client.submit(QUESTION, data_source=str(CHECKOUT), deadline_s=90)
+    record = store.get_run(run_id)
+    assert record.deadline_at is not None and record.created_at is not None
+    assert abs((record.deadline_at - record.created_at).total_seconds() - 90) < 1
+    default = store.get_run(client.submit(QUESTION, data_source=str(CHECKOUT)))
+    assert default.deadline_at is not None and default.created_at is not None
+    assert abs((default.deadline_at - default.created_at).total_seconds()
+               - VeritySettings().run_deadline_s) < 1
+    before = len(store.list_runs())
+    with pytest.raises(InputError, match="deadline_s must be a positive number"):
+        client.submit(QUESTION, data_source=str(CHECKOUT), deadline_s=0)
+    assert len(store.list_runs()) == before
