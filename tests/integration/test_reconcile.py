@@ -97,8 +97,7 @@ def test_a_run_past_its_deadline_ends_failed(
 ) -> None:
     _start_beat_worker(workers, faults="delay:verify=8")
     run_id = produce(runtime_env, (
-        "client.runtime.store.run_deadline_s = 3\n"
-        f"print(client.submit({QUESTION!r}, data_source={CHECKOUT!r}))"))
+        f"print(client.submit({QUESTION!r}, data_source={CHECKOUT!r}, deadline_s=3))"))
     wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=30,
              what="the deadline to end the run")
     record = run_store.get_run(run_id)
