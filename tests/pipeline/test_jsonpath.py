@@ -33,10 +33,17 @@ DOC: dict[str, Any] = {
         ("$[10]", (10,)),
         ("$['']", ("",)),
         ("$['odd keys']", ("odd keys",)),
+        ("$ .a", ("a",)),
+        ("$[ 'a' ]\n[\t0\r]", ("a", 0)),
+        ("$['\\uD834\\uDD1E']", ("\U0001d11e",)),
+        ("$[9007199254740991]", (2**53 - 1,)),
+        ("$[-9007199254740991]", (-(2**53 - 1),)),
     ],
     ids=["root", "dot-form", "normalized-bracket-form", "double-quoted", "mixed",
          "escaped-quote", "escaped-backslash", "hyphen-and-underscore-names",
-         "negative-index", "multi-digit-index", "empty-name", "name-with-space"],
+         "negative-index", "multi-digit-index", "empty-name", "name-with-space",
+         "rfc9535-space-before-dot-segment", "rfc9535-blanks-inside-brackets",
+         "rfc9535-surrogate-pair-escape", "rfc9535-max-index", "rfc9535-min-index"],
 )
 def test_parse_path_accepts_singular_paths(path: str, segments: tuple[Any, ...]) -> None:
     assert parse_path(path) == segments
@@ -47,13 +54,14 @@ def test_parse_path_accepts_singular_paths(path: str, segments: tuple[Any, ...])
     [
         "", "hits[0]", ".hits", "$.", "$..", "$.hits.", "$.[0]", "$[", "$[0", "$[]",
         "$['a'", "$['a'x", "$['a']]", "$[a]", "$[01]", "$[1.5]", "$[+1]", "$[0x1]",
-        "$.a b", "$ .a", "$.1a", "$hits", "$.a$",
+        "$.a b", "$.1a", "$hits", "$.a$", "$.a ", "$[0 ", "$. a", "$[0,1 ]",
     ],
     ids=["empty", "no-root", "leading-dot", "trailing-dot", "bare-descendant",
          "dangling-dot", "dot-bracket", "open-bracket", "unclosed-index", "empty-brackets",
          "unterminated-quote", "junk-after-quote", "extra-close", "unquoted-name",
          "leading-zero", "fractional-index", "plus-sign", "hex-index", "space-in-name",
-         "space-after-root", "digit-leading-name", "name-glued-to-root", "stray-dollar"],
+         "digit-leading-name", "name-glued-to-root", "stray-dollar", "trailing-space",
+         "unclosed-index-with-space", "space-after-dot", "union-with-space"],
 )
 def test_parse_path_rejects_malformed_paths(path: str) -> None:
     with pytest.raises(PathError):
@@ -158,3 +166,22 @@ def test_parse_path_decodes_rfc9535_escapes() -> None:
 def test_parse_path_rejects_negative_zero() -> None:
     with pytest.raises(PathError):
         parse_path("$[-0]")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "$[9007199254740992]", "$[-9007199254740992]", "$[" + "9" * 5000 + "]",
+        "$['\x01']", "$['a\nb']", "$[\"\\'\"]", "$['\\\"']", "$['\\uD800']",
+        "$['\\uDC00']", "$['\\uD800\\u0041']", "$['\ud800']", "$.\ud800",
+        "$." + "a" * 5000,
+    ],
+    ids=["index-above-2^53-1", "index-below-minus-2^53-1", "index-of-5000-digits",
+         "raw-control-char", "raw-newline", "escaped-single-quote-in-double-quotes",
+         "escaped-double-quote-in-single-quotes", "lone-high-surrogate", "lone-low-surrogate",
+         "high-surrogate-then-bmp", "raw-lone-surrogate", "raw-surrogate-in-dot-name",
+         "path-too-long"],
+)
+def test_parse_path_rejects_what_rfc9535_forbids(path: str) -> None:
+    with pytest.raises(PathError):
+        parse_path(path)
