@@ -5,8 +5,9 @@ Per drill: runs submitted, how they ended (by status), runs still not terminal w
 deadline passed, duplicates (runs ended more than once, tool rows duplicated or left
 PROJECTING, attempt rows beyond the requests the fake server saw) and the drain time (seconds
 from the end of the fault until every run was terminal; -1 when some never were). Target: 0
-stuck and 0 duplicates in every drill. Prints one JSON object; worker logs stay in the folder
-named on stderr.
+stuck and 0 duplicates in every drill (`meets_target`); `every_check_passed` also counts each
+drill's own checks and requests the fake saw without an attempt row (`problems`). Prints one
+JSON object; worker logs stay in the folder named on stderr.
 
     python bench/chaos.py [--drills redis_restart,worker_kills] [--runs 50] [--outage-s 45]
 """
@@ -48,10 +49,12 @@ def main() -> None:
             log(f"  {json.dumps({k: drills[name].get(k) for k in _SHOWN})}")
     met = all(d.get("stuck_after_drain") == 0 and not any(d.get("duplicates", {"": 1}).values())
               for d in drills.values())
+    clean = all(d.get("problems") == [] for d in drills.values())
     print(json.dumps({
         "benchmark": "chaos", "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
         "runs_per_drill": args.runs, "logs": str(logs), "drills": drills,
         "targets": {"stuck_after_drain": 0, "duplicates": 0}, "meets_target": met,
+        "every_check_passed": clean,
     }, indent=2))
 
 

@@ -5,7 +5,9 @@ exactly one terminal marker: the `finalize`/`completed` event of a released run,
 event, or (a FAILED run) the failure events that nothing follows. Tool rows must be unique per
 `(run_id, tool_call_id)` and none may be left PROJECTING in an ended run. With the fake server,
 every request it saw must be one `llm_attempt` row: rows and requests are matched by role and
-count (a request carries its role, not its run).
+count (a request carries its role, not its run). A row still `in_flight` or `abandoned` (its
+worker died around the request) may or may not have reached the server: it can stand for a
+request, and is never counted beyond them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TERMINAL = frozenset({"SUCCESS", "FALLBACK", "FAILED", "CANCELLED"})
+UNCONFIRMED = frozenset({"in_flight", "abandoned"})
+"""Outcomes of journaled attempts whose worker died before the answer came back."""
 _SHOWN = 10
 
 
@@ -53,6 +57,7 @@ class Audit:
     projecting_left_cancelled: int
     attempt_duplicate_keys: int
     attempt_rows_by_role: dict[str, int]
+    unconfirmed_by_role: dict[str, int]
     requests_by_role: dict[str, int] | None
     drain_time_s: float
     extra: dict[str, Any] = field(default_factory=dict)
@@ -68,8 +73,9 @@ class Audit:
         if self.requests_by_role is None:
             return 0
         roles = set(self.attempt_rows_by_role) | set(self.requests_by_role)
-        return sum(max(0, self.attempt_rows_by_role.get(r, 0) - self.requests_by_role.get(r, 0))
-                   for r in roles)
+        confirmed = {r: self.attempt_rows_by_role.get(r, 0) - self.unconfirmed_by_role.get(r, 0)
+                     for r in roles}
+        return sum(max(0, confirmed[r] - self.requests_by_role.get(r, 0)) for r in roles)
 
     @property
     def attempts_missing(self) -> int:
@@ -96,6 +102,8 @@ class Audit:
             "attempts": {"rows_by_role": dict(sorted(self.attempt_rows_by_role.items())),
                          "requests_by_role": None if self.requests_by_role is None
                          else dict(sorted(self.requests_by_role.items())),
+                         "unconfirmed_rows_by_role": dict(sorted(
+                             self.unconfirmed_by_role.items())),
                          "rows_missing": self.attempts_missing},
             "ended_without_terminal_event": self.unmarked_terminal,
             "events_after_terminal": self.late_events,
@@ -103,6 +111,7 @@ class Audit:
                                 "cancelled": self.projecting_left_cancelled},
             "stuck_runs": self.stuck[:_SHOWN],
             "failed_checks": self.failed_checks,
+            "problems": self.problems(),
             **self.extra,
         }
 
@@ -126,7 +135,7 @@ class Audit:
         }
         found += [f"{n} {what}" for what, n in checks.items() if n]
         found += self.failed_checks
-        if found and self.requests_by_role is not None:
+        if (self.attempts_extra or self.attempts_missing) and self.requests_by_role is not None:
             found.append(f"attempt rows {self.attempt_rows_by_role} against requests "
                          f"{self.requests_by_role}")
         return found
@@ -184,6 +193,7 @@ def audit_batch(
         projecting_left_cancelled=cancelled,
         attempt_duplicate_keys=sum(n - 1 for n in attempt_keys.values()),
         attempt_rows_by_role=dict(by_role),
+        unconfirmed_by_role=dict(Counter(row[1] for row in attempts if row[4] in UNCONFIRMED)),
         requests_by_role=seen,
         drain_time_s=drain_time_s,
     )

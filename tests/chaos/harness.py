@@ -166,7 +166,8 @@ def spawn_fake(*, latency: float = 0.0, role_latency: dict[str, float] | None = 
 
 def base_env(redis_url: str, database_url: str, home: Path) -> dict[str, str]:
     """The workers' and producers' environment: this process's, less any VERITY_*/ANTHROPIC_*,
-    plus the private services, a short visibility timeout and small reconcile thresholds."""
+    plus the private services, a short visibility timeout and node lease, and small reconcile
+    thresholds."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("VERITY_", "ANTHROPIC_"))}
     return {
         **clean,
@@ -174,7 +175,10 @@ def base_env(redis_url: str, database_url: str, home: Path) -> dict[str, str]:
         "VERITY_BROKER_URL": redis_url,
         "VERITY_RESULT_BACKEND": redis_url,
         "VERITY_DATABASE_URL": database_url,
-        "VERITY_VISIBILITY_TIMEOUT": "5",
+        "VERITY_VISIBILITY_TIMEOUT": "6",
+        # a dead copy's lease must lapse before its message is redelivered (TTL <= half)
+        "VERITY_LEASE_TTL_S": "3",
+        "VERITY_LEASE_RENEW_S": "0.5",
         "VERITY_HOME": str(home),
         "VERITY_PROVIDER": "offline",
         "VERITY_RECONCILE_INTERVAL_S": "1",

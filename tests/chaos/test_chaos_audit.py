@@ -68,6 +68,16 @@ def test_audit_matches_attempt_rows_to_the_fake_servers_requests_by_role() -> No
     assert "requests the fake saw without an llm_attempt row" in " ".join(audit.problems())
 
 
+def test_an_abandoned_row_may_stand_for_a_request_but_never_beyond_them() -> None:
+    requests = [{"role": "planner"}]
+    kept = _audit(requests=requests, attempts=[("r1", "planner", 0, 1, "abandoned"),
+                                               ("r1", "planner", 0, 2, "ok")])
+    assert (kept.attempts_extra, kept.attempts_missing) == (0, 0)
+    beyond = _audit(requests=requests, attempts=[("r1", "planner", 0, 1, "ok"),
+                                                 ("r1", "planner", 0, 2, "ok")])
+    assert beyond.attempts_extra == 1
+
+
 def test_a_drills_own_check_is_a_problem() -> None:
     audit = _audit(runs=[("r1", "SUCCESS", "finalize", 6, None)])
     audit.expect(False, "the probe batch was slow")
