@@ -6,6 +6,7 @@ facts the same way, through `extract_facts` and `FactSet`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -40,6 +41,18 @@ class Fact:
     value: float | None = None
     unit: str | None = None
     tolerance: float = 0.0
+    shape: str = ""
+    """The fact's shape within its kind: for identifiers hex, uuid, block, ip, url, path,
+    host, kv (a `key=value` value) or id; for quantities their dimension ("" for a bare
+    number); for error codes http or name. The post-check compares a claim's fact with the
+    evidence's facts of its kind and shape only."""
+    number: float | None = None
+    """A quantity's number as written, before its unit is applied."""
+
+    @property
+    def sort(self) -> str:
+        """Kind and shape, the unit of comparison: `identifier/hex`, `quantity/duration`."""
+        return f"{self.kind.value}/{self.shape}" if self.shape else self.kind.value
 
 
 # Units: canonical dimension and the factor to its base unit.
@@ -72,27 +85,50 @@ _UNIT_ALT = "|".join(
     re.escape(u) for u in sorted(_UNITS, key=len, reverse=True) if u not in {"%"}
 )
 
-# A pattern that can only start on a digit (or a hex digit, or "v") says so first, in a lookahead:
-# re tries every position, and that one-character test is far cheaper than the lookbehinds that
-# follow it (the status-code pattern took 7 times as long without it).
-_PATTERNS: list[tuple[FactKind, re.Pattern[str]]] = [
-    (FactKind.TIMESTAMP, re.compile(
-        r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
-        r"(?!\w)(?!:\d)")),
-    (FactKind.TIMESTAMP, re.compile(
-        r"(?<![\w:.])\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?!\w)(?!:\d)")),
-    (FactKind.IDENTIFIER, re.compile(
-        r"(?=[0-9a-fA-F])"
-        r"(?:\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-        r"|(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?![\w.]))")),
-    (FactKind.VERSION, re.compile(
+_MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+_TLDS = "com|net|org|edu|gov|io|cn|de|uk|jp|ru|fr|br|in|info|biz|cloud|dev|example"
+
+# Patterns in priority order: a span claimed by one is never read by a later one. A pattern that
+# can only start on a digit (or a hex digit, or "v") says so first, in a lookahead: re tries
+# every position, and that one-character test is far cheaper than the lookbehinds that follow
+# it (the status-code pattern took 7 times as long without it). Each is (kind, shape, pattern);
+# a pattern with a group named `v` states only that group (the value of `key=value`).
+_PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
+    (FactKind.IDENTIFIER, "url", re.compile(
+        r"(?=[a-z])\b[a-z][a-z0-9+.-]*://[^\s\"'<>()\[\]{}]+(?<![.,;:])")),
+    (FactKind.TIMESTAMP, "", re.compile(
+        r"(?=\d)\b\d{4}-\d{2}-\d{2}(?:(?:[T ]|-(?=\d{2}\.))\d{2}[:.]\d{2}(?:[:.]\d{2}"
+        r"(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\w)(?!:\d)")),
+    (FactKind.TIMESTAMP, "", re.compile(
+        rf"(?=[A-Z])\b(?:{_MONTHS}) +\d{{1,2}} \d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?(?!\w)")),
+    (FactKind.TIMESTAMP, "", re.compile(
+        r"(?=\d)(?<![\w/.])\d{2}/\d{2}/\d{2}(?:\d{2})? \d{2}:\d{2}:\d{2}(?!\w)")),
+    (FactKind.TIMESTAMP, "", re.compile(
+        r"(?=\d)(?<![\w:.])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?!\w)(?!:\d)")),
+    (FactKind.IDENTIFIER, "uuid", re.compile(
+        r"(?=[0-9a-fA-F]{8}-)\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
+        r"-[0-9a-fA-F]{12}\b")),
+    (FactKind.IDENTIFIER, "ip", re.compile(
+        r"(?=\d)(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?!\w)(?!\.\d)")),
+    (FactKind.IDENTIFIER, "ip", re.compile(
+        r"(?=[0-9a-fA-F]{1,4}:|::)(?<![\w:])(?:[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{1,4}){4,8}"
+        r"|(?:[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{1,4})*)?::(?:[0-9a-fA-F]{1,4}"
+        r"(?::[0-9a-fA-F]{1,4})*)?)(?![\w:])")),
+    (FactKind.IDENTIFIER, "hex", re.compile(r"(?=0)\b0[xX][0-9a-fA-F]+\b")),
+    # grouped hex (WWIDs, MACs, serials): 6005-08b4-0001-00c6, 00:1a:2b:3c:4d:5e
+    (FactKind.IDENTIFIER, "hex", re.compile(
+        r"(?=[0-9a-fA-F]{2,}[-:][0-9a-fA-F]{2})\b(?=[0-9a-fA-F:-]*\d)[0-9a-fA-F]{2,}"
+        r"(?:([-:])[0-9a-fA-F]{2,})"
+        r"(?:\1[0-9a-fA-F]{2,}){2,}\b(?![.-]\w)")),
+    (FactKind.IDENTIFIER, "block", re.compile(r"(?=b)\bblk_-?\d+\b")),
+    (FactKind.VERSION, "", re.compile(
         r"(?=[v\d])(?:(?<![\w.])v?\d+\.\d+\.\d+(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?![\w.])"
         r"|(?<![\w.])v\d+(?:\.\d+)?(?![\w.]))")),
-    (FactKind.ERROR_CODE, re.compile(
+    (FactKind.ERROR_CODE, "", re.compile(
         r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bE[A-Z]{4,}\b"
         r"|\b[A-Z][A-Za-z]*(?:Error|Exception|BackOff|Killed|Timeout|Failure)\b"
         r"|\bOOM\b|\bSQLSTATE\s+[0-9A-Z]{5}\b")),
-    (FactKind.ERROR_CODE, re.compile(
+    (FactKind.ERROR_CODE, "", re.compile(
         r"(?=[1-5])"
         r"(?:(?:(?<=HTTP )|(?<=HTTP/1\.1 )|(?<=status )|(?<=status: )|(?<=status=)|(?<=code )"
         r"|(?<=code=)|(?<=returning )|(?<=returned ))[1-5]\d{2}\b"
@@ -100,15 +136,33 @@ _PATTERNS: list[tuple[FactKind, re.Pattern[str]]] = [
         r"|(?<![\d,.])\b[45]\d{2}(?=s\b|\s+(?:errors?|responses?|status))"
         r"|(?<![\d,.])\b[1-5]\d{2}(?= (?:Internal|Bad|Service|Gateway|Not|Too|Forbidden"
         r"|Unauthorized|OK|Created|Conflict|Request|Payload|Unprocessable|Precondition|Method)))")),
-    (FactKind.IDENTIFIER, re.compile(
-        r"\b(?=[A-Za-z0-9_-]*\d)[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b"
-        r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b")),
-    (FactKind.QUANTITY, re.compile(
-        r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-        rf"(?:(?-i:[kKMB]|bn)(?!\w)|\s?%|\s?(?:{_UNIT_ALT})(?![\w/])|\s(?:{_COUNT_NOUNS})\b)?",
+    (FactKind.IDENTIFIER, "path", re.compile(
+        r"(?=[/~]|\.\.?/)(?<![\w/.:~-])(?:~|\.{1,2})?(?:/[\w.+@%$-]+){2,}/?")),
+    (FactKind.IDENTIFIER, "host", re.compile(
+        rf"(?=[A-Za-z0-9])\b[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+        rf"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.(?:{_TLDS})\b(?![.-]\w)")),
+    # three labels or more under a two-letter country domain: 62-192-102-94.dsl.easynet.nl
+    (FactKind.IDENTIFIER, "host", re.compile(
+        r"(?=[A-Za-z0-9-]+\.[A-Za-z0-9-]+\.)(?<![\w.-])[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?){2,}\.[a-z]{2}\b(?![.-]\w)")),
+    (FactKind.IDENTIFIER, "id", re.compile(
+        r"\b(?=[A-Za-z0-9_-]*\d)[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b")),
+    (FactKind.IDENTIFIER, "hex", re.compile(
+        r"(?=[0-9a-fA-F]{8})\b(?:(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}"
+        r"|(?=[0-9A-F]*[A-F])(?=[0-9A-F]*\d)[0-9A-F]{8,})\b")),
+    (FactKind.QUANTITY, "", re.compile(
+        r"(?=[-+\d])(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+        rf"(?:(?-i:[kKMB]|bn)(?!\w)|\s?%|\s?(?:{_UNIT_ALT})(?![\w/])|\s(?:{_COUNT_NOUNS})\b)?"
+        r"(?![\w.]\w)",
         re.IGNORECASE)),
-    (FactKind.NAME, re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z0-9]*)+\b")),
-    (FactKind.SERVICE, re.compile(r"\b[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+\b")),
+    # letters and digits in one word (storage1231, node246, J12): an identifier, matched whole
+    (FactKind.IDENTIFIER, "id", re.compile(
+        r"(?=[A-Za-z0-9])\b(?=[A-Za-z.:]*\d)(?=[\d.:]*[A-Za-z])[A-Za-z0-9]+"
+        r"(?:[.:]+[A-Za-z0-9]+)*\b(?![.-]\w)")),
+    (FactKind.IDENTIFIER, "kv", re.compile(
+        r"(?<=\w)=(?P<v>[^\s,;=()\[\]{}\"']+)")),
+    (FactKind.NAME, "", re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z0-9]*)+\b")),
+    (FactKind.SERVICE, "", re.compile(r"\b[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+\b")),
 ]
 
 _SERVICE_PARTS = frozenset(
@@ -121,6 +175,43 @@ _MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "bn": 1e9}
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 
 
+# A pattern that can only match where one of these strings occurs is not run on a text without
+# one (most texts are short and have no URL, no `key=value`, no IPv6 address).
+_GATES: dict[str, tuple[str, ...]] = {
+    "url": ("://",), "uuid": ("-",), "block": ("blk_",), "path": ("/",), "kv": ("=",),
+}
+_TIME_GATES = (("-",), tuple(_MONTHS.split("|")), ("/",), (":",))
+_IP_GATES = ((".",), (":",))
+_HEX_GATES = (("0x", "0X"), ("-", ":"), ())
+
+
+_TRANSPARENT = frozenset({"url", "host"})
+"""Shapes whose parts are facts of their own too: a URL's host, port and path, a host's
+service name (`payment-db.svc.cluster.local`)."""
+
+
+def _gated() -> list[tuple[FactKind, str, re.Pattern[str], tuple[str, ...]]]:
+    times, ips, hexes = iter(_TIME_GATES), iter(_IP_GATES), iter(_HEX_GATES)
+    hosts = iter(((f".{tld}" for tld in _TLDS.split("|")), (".",)))
+    gated = []
+    for kind, shape, pattern in _PATTERNS:
+        if kind is FactKind.TIMESTAMP:
+            gate = next(times)
+        elif shape == "ip":
+            gate = next(ips)
+        elif shape == "hex":
+            gate = next(hexes)
+        elif shape == "host":
+            gate = tuple(next(hosts))
+        else:
+            gate = _GATES.get(shape, ())
+        gated.append((kind, shape, pattern, gate))
+    return gated
+
+
+_GATED = _gated()
+
+
 def extract_facts(text: str, *, single_digits: bool = False) -> list[Fact]:
     """Every concrete fact in `text`, in the order the patterns claim them (no overlaps).
 
@@ -129,19 +220,22 @@ def extract_facts(text: str, *, single_digits: bool = False) -> list[Fact]:
     """
     taken = bytearray(len(text))
     facts: list[Fact] = []
-    for kind, pattern in _PATTERNS:
+    for kind, shape, pattern, gate in _GATED:
+        if gate and not any(g in text for g in gate):
+            continue
         for match in pattern.finditer(text):
-            start, end = match.span()
+            start, end = match.span("v") if shape == "kv" else match.span()
             if any(taken[start:end]):
                 continue
-            fact = _make_fact(kind, match.group(), single_digits=single_digits)
+            fact = _make_fact(kind, shape, text[start:end], single_digits=single_digits)
             if fact is not None:
-                taken[start:end] = b"\x01" * (end - start)
+                if shape not in _TRANSPARENT:
+                    taken[start:end] = b"\x01" * (end - start)
                 facts.append(fact)
     return facts
 
 
-def _make_fact(kind: FactKind, raw: str, *, single_digits: bool) -> Fact | None:
+def _make_fact(kind: FactKind, shape: str, raw: str, *, single_digits: bool) -> Fact | None:
     if kind is FactKind.TIMESTAMP:
         return Fact(kind, raw, _timestamp_key(raw))
     if kind is FactKind.VERSION:
@@ -151,12 +245,30 @@ def _make_fact(kind: FactKind, raw: str, *, single_digits: bool) -> Fact | None:
     if kind is FactKind.SERVICE:
         parts = re.split(r"[-_]", raw)
         return Fact(kind, raw, raw.lower()) if _SERVICE_PARTS.intersection(parts) else None
+    if kind is FactKind.IDENTIFIER:
+        raw = raw.rstrip(".") if shape == "path" else raw  # a sentence's full stop
+        return Fact(kind, raw, identifier_key(raw), shape=shape)
+    if kind is FactKind.ERROR_CODE:  # an HTTP status is not compared with a named error
+        return Fact(kind, raw, raw.casefold(), shape="http" if raw.isdigit() else "name")
     return Fact(kind, raw, raw.casefold())
 
 
+def identifier_key(token: str) -> str:
+    """An identifier's comparison key: case folded, a hex number without its `0x`."""
+    key = token.casefold()
+    return key[2:] if key.startswith("0x") and len(key) > 2 else key
+
+
+_BGL_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})-(\d{2})\.(\d{2})(?:\.(\d{2}))?")
+_MONTH_DAY = re.compile(r"([A-Z][a-z]{2}) +(\d{1,2}) ")
+
+
 def _timestamp_key(raw: str) -> str:
-    """ISO timestamps with an offset become UTC; others keep their wall-clock text."""
-    text = raw.replace(" ", "T")
+    """ISO timestamps with an offset become UTC; others keep their wall-clock text, as
+    `<date>T<time>` (`Jun 5 10:01:02` is `jun-05T10:01:02`, fractions after a dot)."""
+    raw = _BGL_TIME.sub(lambda m: f"{m[1]}T{m[2]}:{m[3]}" + (f":{m[4]}" if m[4] else ""), raw)
+    raw = _MONTH_DAY.sub(lambda m: f"{m[1].lower()}-{int(m[2]):02d}T", raw)
+    text = raw.replace(" ", "T").replace(",", ".")
     if "T" in text and (text.endswith("Z") or re.search(r"[+-]\d{2}:?\d{2}$", text)):
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -181,24 +293,44 @@ def _make_quantity(raw: str, *, single_digits: bool = False) -> Fact | None:
     magnitude = _MAGNITUDES.get(rest.strip()) if rest[:1] != " " else None
     if magnitude is not None:  # 1.2M messages: a count, not mebibytes or minutes
         return Fact(FactKind.QUANTITY, raw, f"{value * magnitude:g}", value * magnitude, "",
-                    0.5 * 10.0**-decimals * magnitude)
+                    0.5 * 10.0**-decimals * magnitude, number=value * magnitude)
     dimension, factor = _UNITS.get(unit_text, (unit_text.rstrip("s") or "", 1.0))
     tolerance = 0.5 * 10.0**-decimals * factor
     key = f"{value * factor:g}{dimension}"
-    return Fact(FactKind.QUANTITY, raw, key, value * factor, dimension, tolerance)
+    return Fact(FactKind.QUANTITY, raw, key, value * factor, dimension, tolerance,
+                shape=dimension, number=value)
+
+
+_REL = 1e-12
 
 
 def _quantities_match(claim: Fact, other: Fact) -> bool:
     assert claim.value is not None and other.value is not None
     if claim.unit and other.unit and claim.unit != other.unit:
         return False
-    tolerance = max(claim.tolerance, 1e-9 * abs(claim.value))
-    if math.isclose(claim.value, other.value) or abs(claim.value - other.value) <= tolerance:
+    # float error only: ids and epoch seconds are numbers too, and 1131241563 is not 1131241564
+    tolerance = max(claim.tolerance, _REL * abs(claim.value))
+    if math.isclose(claim.value, other.value, rel_tol=_REL) or abs(
+            claim.value - other.value) <= tolerance:
         return True
+    if not claim.unit or not other.unit:
+        # a value restated without its unit, or a bare number given one: compare as written
+        mine = claim.value if not claim.unit else claim.number
+        theirs = other.value if not other.unit else other.number
+        scale = (claim.number / claim.value) if claim.unit and claim.value and claim.number else 1.0
+        if mine is not None and theirs is not None and (math.isclose(
+                mine, theirs, rel_tol=_REL) or abs(mine - theirs) <= tolerance * scale):
+            return True
     # 42% against a bare ratio of 0.42
     return claim.unit == "percent" and not other.unit and abs(claim.value / 100 - other.value) <= (
         tolerance / 100
     )
+
+
+def _unit_changed(claim: Fact, other: Fact) -> bool:
+    """The same number as written under another unit: 16 MB against 16 ms."""
+    return bool(claim.unit and other.unit and claim.unit != other.unit
+                and claim.number is not None and claim.number == other.number)
 
 
 FactMemo = dict[str, list[Fact]]
@@ -207,15 +339,60 @@ texts repeat (each excerpt of a source carries the source's scope: service, wind
 so its checks share one memo; it lives as long as that verification, no longer."""
 
 
+_TOKEN = re.compile(r"[^\s\"'()\[\]{}<>,;|]+")
+_TOKEN_PARTS = re.compile(r"[=:/@+#]")
+_TOKEN_WORDS = re.compile(r"[-_.]")
+_TRIM = ".:!?*"
+# kinds compared by the whole token; a service or a name of another kind is never a
+# contradiction, only an absence
+_TOKEN_KINDS = frozenset({FactKind.SERVICE, FactKind.IDENTIFIER, FactKind.NAME})
+_NEVER_CONFLICT = frozenset({FactKind.SERVICE})
+
+
+@functools.lru_cache(maxsize=4096)
+def tokens(text: str) -> frozenset[str]:
+    """The whole tokens of `text`, case folded: each run between spaces, quotes, brackets,
+    commas and semicolons, then its parts between `= : / @ + #` (a `key=value`'s value, a
+    host and its port, a path's segments), then their parts between `- _ .`."""
+    found: set[str] = set()
+    for token in _TOKEN.findall(text.casefold()):
+        token = token.strip(_TRIM)
+        if not token:
+            continue
+        found.add(token)
+        for part in _TOKEN_PARTS.split(token):
+            part = part.strip(_TRIM)
+            if part:
+                found.add(part)
+                found.update(part.split("_"))
+                found.update(part.split("."))
+                found.update(_TOKEN_WORDS.split(part))
+    return frozenset(found)
+
+
 class FactSet:
-    """The facts of a body of evidence, indexed for `supports` and `conflicts` checks."""
+    """The facts of a body of evidence, indexed for `supports` and `conflicts` checks.
+
+    Identifiers, services and names match by whole token (after case folding), never by
+    substring: `storage1231` is not in `storage12311`.
+    """
 
     def __init__(self, facts: Iterable[Fact], *, texts: Iterable[str] = ()) -> None:
         self._by_kind: dict[FactKind, list[Fact]] = {kind: [] for kind in FactKind}
+        self._sorts: set[tuple[FactKind, str]] = set()
         for fact in facts:
             self._by_kind[fact.kind].append(fact)
+            self._sorts.add((fact.kind, fact.shape))
         self._keys = {(f.kind, f.key) for kinds in self._by_kind.values() for f in kinds}
-        self._lower_text = " ".join(texts).lower()
+        self._texts = list(texts)
+        self._token_set: set[str] | None = None
+
+    @property
+    def _tokens(self) -> set[str]:
+        # built on the first check that needs it: most facts are found by key
+        if self._token_set is None:
+            self._token_set = set().union(*(tokens(t) for t in self._texts))
+        return self._token_set
 
     @classmethod
     def from_texts(cls, texts: Iterable[str], *, memo: FactMemo | None = None) -> FactSet:
@@ -235,10 +412,17 @@ class FactSet:
         """True when the evidence states any fact of this kind."""
         return bool(self._by_kind[kind])
 
+    def has_sort(self, fact: Fact) -> bool:
+        """True when the evidence states a fact of this fact's kind and shape."""
+        return (fact.kind, fact.shape) in self._sorts
+
     def supports(self, fact: Fact) -> bool:
         """True when the evidence states this fact (numbers within the claim's rounding)."""
         if fact.kind is FactKind.QUANTITY:
-            return any(_quantities_match(fact, other) for other in self._by_kind[fact.kind])
+            if any(_quantities_match(fact, other) for other in self._by_kind[fact.kind]):
+                return True
+            # a bare number inside an identifier or an address (node-246, port 50010)
+            return not fact.unit and fact.text.replace(",", "") in self._tokens
         if fact.kind is FactKind.TIMESTAMP:
             return any(_timestamps_match(fact.key, other.key) for other in self._by_kind[fact.kind])
         if fact.kind is FactKind.ERROR_CODE and fact.key.isdigit():
@@ -246,18 +430,31 @@ class FactSet:
             bare = (f for f in self._by_kind[FactKind.QUANTITY] if not f.unit)
             if any(f.value == value for f in bare):
                 return True
-        if fact.kind in (FactKind.SERVICE, FactKind.IDENTIFIER, FactKind.NAME):
-            return (fact.kind, fact.key) in self._keys or _word_in(fact.key, self._lower_text)
-        return (fact.kind, fact.key) in self._keys
+        if (fact.kind, fact.key) in self._keys:
+            return True
+        if fact.kind in _TOKEN_KINDS:
+            # a hex number by its text: 0x41 is not the 41 of some other token
+            token = fact.text.casefold() if fact.shape == "hex" else fact.key
+            return token in self._tokens or self._parts_stated(fact)
+        return False
+
+    def _parts_stated(self, fact: Fact) -> bool:
+        # host:port restated from a host and a port stated apart
+        if fact.shape != "ip" or fact.key.count(":") != 1:
+            return False
+        host, port = fact.key.split(":")
+        return host in self._tokens and port in self._tokens
 
     def conflicts(self, fact: Fact) -> bool:
-        """True when the evidence states facts of the same sort, none of which is this one."""
-        if fact.kind is FactKind.SERVICE or self.supports(fact):
+        """True when the evidence states facts of the same kind and shape, none of which is
+        this one (for quantities: of the same dimension, bare numbers among bare numbers), or
+        this fact's number under another unit."""
+        if fact.kind in _NEVER_CONFLICT or self.supports(fact):
             return False
-        same = self._by_kind[fact.kind]
-        if fact.kind is FactKind.QUANTITY:
-            same = [f for f in same if f.unit == fact.unit and fact.unit]
-        return bool(same)
+        if fact.kind is FactKind.QUANTITY and any(
+                _unit_changed(fact, other) for other in self._by_kind[fact.kind]):
+            return True
+        return self.has_sort(fact)
 
 
 def _timestamps_match(claim_key: str, evidence_key: str) -> bool:
@@ -266,8 +463,3 @@ def _timestamps_match(claim_key: str, evidence_key: str) -> bool:
     # a time of day against a full timestamp: compare the time part
     time_part = evidence_key.partition("T")[2]
     return bool(time_part) and ":" in claim_key and time_part.startswith(claim_key.zfill(5))
-
-
-def _word_in(word: str, text: str) -> bool:
-    # "_" may follow: kubelet writes pod names as <pod>_<namespace>
-    return re.search(rf"(?<![A-Za-z0-9-]){re.escape(word)}(?![A-Za-z0-9-])", text) is not None

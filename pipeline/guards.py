@@ -42,8 +42,11 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput) -> PostChe
     """Hold the Verifier's claim checks to the verified evidence.
 
     Unknown claims are dropped, unchecked claims count as unsupported, evidence refs must name
-    verified evidence, and a direct_observation whose facts are not in its own verified evidence
-    is downgraded (unsupported without evidence, overstated with facts missing).
+    verified evidence. Each fact of a claim is compared with the facts of the same kind and
+    shape in the claim's own verified evidence (`FactSet.conflicts`): one that differs from
+    every such value makes the claim contradicted, whatever the model said. Otherwise a
+    direct_observation whose facts are not all in its evidence is downgraded (unsupported
+    without evidence, overstated with facts missing). Each change is a recorded downgrade.
     """
     claims = verifier_input.verified_executor_output.claims
     evidence_by_claim: dict[str, list[VerifiedEvidence]] = {c.claim_id: [] for c in claims}
@@ -97,10 +100,18 @@ def _hold_to_evidence(
     if len(refs) != len(check.evidence_refs):
         notes.append(f"{check.claim_id}: evidence refs to unverified material removed")
     verification = check.verification
-    if verification is Verification.DIRECT_OBSERVATION:
-        missing = (unsupported_facts(text, evidence_facts(evidence, memo=memo))
-                   if evidence else None)
-        if missing is None:
+    known = evidence_facts(evidence, memo=memo) if evidence else None
+    # single digits too: "slot 9" against "slot 8" is a changed number
+    facts = extract_facts(text, single_digits=True) if known is not None else []
+    differing = [f for f in facts if known is not None and known.conflicts(f)]
+    if differing and verification is not Verification.CONTRADICTED:
+        verification = Verification.CONTRADICTED
+        listed = ", ".join(f"{f.text} ({f.sort})" for f in differing)
+        notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted (differs "
+                     f"from every value of its kind in its evidence: {listed})")
+    elif verification is Verification.DIRECT_OBSERVATION:
+        missing = [f for f in facts if known is not None and not known.supports(f)]
+        if known is None:
             verification = Verification.UNSUPPORTED
             notes.append(f"{check.claim_id}: direct_observation -> unsupported (no evidence)")
         elif missing:

@@ -71,7 +71,8 @@ def output(*checks: object, gaps: tuple[object, ...] = ()) -> VerifierOutput:
          Verification.DIRECT_OBSERVATION),
         ("payment-db connection pool exhausted (max 30 connections)", [("c1", LOG_500)],
          Verification.OVERSTATED),
-        ("redis-cache evicted 9000 keys", [("c1", LOG_500)], Verification.OVERSTATED),
+        # no fact of these kinds in the evidence: absent, not contradicted
+        ("redis-cache v9.9.9 evicted keys", [("c1", LOG_500)], Verification.OVERSTATED),
         (POOL_CLAIM, [("c2", LOG_500)], Verification.UNSUPPORTED),
         (POOL_CLAIM, [], Verification.UNSUPPORTED),
     ],
