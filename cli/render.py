@@ -41,7 +41,9 @@ def _answer_panel(answer: FinalAnswer, *, title: str) -> Panel:
     actions = Text("\n".join(f"• {a}" for a in answer.recommended_actions))
     body = Group(Text(answer.user_facing_answer), Text("\nRecommended actions", style="bold"),
                  actions)
-    return Panel(body, title=title, title_align="left")
+    # Text, not str: rich reads "[...]" in a plain string as markup, and a bundle's query is
+    # user input ("[/]" would raise MarkupError).
+    return Panel(body, title=Text(title), title_align="left")
 
 
 def _claims_table(result: RunResult) -> Table:
@@ -65,7 +67,7 @@ def _claims_table(result: RunResult) -> Table:
             label = f"[{claim.kind.value}{', critical' if claim.critical else ''}] "
             text = Text.assemble((label, "dim"), claim.text)
         passed = statuses.count("pass")
-        table.add_row(claim_id, checks.get(claim_id, "not verified"),
+        table.add_row(Text(claim_id), checks.get(claim_id, "not verified"),
                       f"{passed}/{len(statuses)}", text)
     if not bindings:
         table.add_row("-", "-", "-", Text("no claims were checked", style="dim"))

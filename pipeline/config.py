@@ -147,6 +147,53 @@ class VeritySettings(BaseSettings):
         default=2, ge=0, description="`pause_turn` continuations of one Executor turn."
     )
 
+    # -- input limits ------------------------------------------------------------------------
+    # What `load_bundle` accepts; anything over a limit is a one-line BundleError (exit 2).
+    bundle_max_bytes: int = Field(
+        default=4 * 1024 * 1024, gt=0, description="Largest bundle, in UTF-8 bytes."
+    )
+    bundle_max_depth: int = Field(
+        default=64, gt=0,
+        description="Deepest JSON nesting of a bundle and of its executor_output_raw.",
+    )
+    bundle_max_invocations: int = Field(
+        default=256, gt=0, description="Most tool invocations in a bundle."
+    )
+    bundle_max_claims: int = Field(
+        default=2000, gt=0, description="Most claims in a bundle's Executor output."
+    )
+    bundle_max_bindings: int = Field(
+        default=8000, gt=0,
+        description="Most evidence bindings over all claims of a bundle's Executor output.",
+    )
+    query_max_chars: int = Field(
+        default=4000, gt=0, description="Longest query of a bundle, in characters."
+    )
+    executor_output_max_bytes: int = Field(
+        default=1024 * 1024, gt=0,
+        description="Largest executor_output_raw of a bundle, in UTF-8 bytes.",
+    )
+    executor_text_max_chars: int = Field(
+        default=8000, gt=0,
+        description="Longest string inside the Executor output (a claim's text, a matched_text, "
+        "a hypothesis, an action), in characters.",
+    )
+    input_projection_max_bytes: int = Field(
+        default=256 * 1024, gt=0,
+        description="Largest stored projection a bundle may carry, in bytes of JSON.",
+    )
+    input_projection_max_depth: int = Field(
+        default=32, gt=0, description="Deepest nesting inside one stored projection."
+    )
+    path_max_length: int = Field(
+        default=1024, gt=0, description="Longest evidence-binding path, in characters."
+    )
+    path_max_index_digits: int = Field(
+        default=16, gt=0,
+        description="Most digits of one index in an evidence-binding path (±(2^53 - 1) has "
+        "16; a longer index fails the limit before any conversion).",
+    )
+
     # -- leases ------------------------------------------------------------------------------
     lease_ttl_s: float = Field(
         default=30.0, gt=0,

@@ -44,7 +44,7 @@ class PathError(ValueError):
     """A path that is malformed or does not resolve."""
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)
 def parse_path(path: str) -> tuple[Segment, ...]:
     """Parse a singular JSONPath into its segments, or raise PathError."""
     if len(path) > MAX_PATH_LENGTH:

@@ -58,6 +58,9 @@ _TOOL_FOR_KIND = {
     FactKind.VERSION: "list_deployments", FactKind.TIMESTAMP: "search_logs",
     FactKind.IDENTIFIER: "get_events", FactKind.SERVICE: "search_logs",
 }
+"""The tool a gap suggests per kind of missing fact; any other kind (a name, or a kind added to
+the extractor later) suggests `search_logs`, never a KeyError."""
+_DEFAULT_TOOL = "search_logs"
 
 
 class OfflineVerifier:
@@ -264,7 +267,7 @@ def _gap(claim: VerifiedClaim, missing: Sequence[Fact]) -> EvidenceGap:
         claim_id=claim.claim_id,
         description=f"Claim {claim.claim_id} needs evidence for its {what}.",
         critical=claim.critical,
-        suggested_tool=_TOOL_FOR_KIND[kinds[0]] if kinds else "search_logs",
+        suggested_tool=_TOOL_FOR_KIND.get(kinds[0], _DEFAULT_TOOL) if kinds else _DEFAULT_TOOL,
     )
 
 
