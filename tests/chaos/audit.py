@@ -5,9 +5,10 @@ exactly one terminal marker: the `finalize`/`completed` event of a released run,
 event, or (a FAILED run) the failure events that nothing follows. Tool rows must be unique per
 `(run_id, tool_call_id)` and none may be left PROJECTING in an ended run. With the fake server,
 every request it saw must be one `llm_attempt` row: rows and requests are matched by role and
-count (a request carries its role, not its run). A row still `in_flight` or `abandoned` (its
-worker died around the request) may or may not have reached the server: it can stand for a
-request, and is never counted beyond them.
+count (a request carries its role, not its run), and no single-call role (planner, verifier,
+composer, knowledge) may have answered twice in one run and cycle (a model call run twice). A
+row still `in_flight` or `abandoned` (its worker died around the request) may or may not have
+reached the server: it can stand for a request, and is never counted beyond them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 TERMINAL = frozenset({"SUCCESS", "FALLBACK", "FAILED", "CANCELLED"})
 UNCONFIRMED = frozenset({"in_flight", "abandoned"})
+SINGLE_CALL_ROLES = frozenset({"planner", "verifier", "composer", "knowledge"})
+"""Roles answered by one successful call per run and cycle (the Executor takes turns)."""
 """Outcomes of journaled attempts whose worker died before the answer came back."""
 _SHOWN = 10
 
@@ -56,6 +59,7 @@ class Audit:
     projecting_left: int
     projecting_left_cancelled: int
     attempt_duplicate_keys: int
+    double_calls: int
     attempt_rows_by_role: dict[str, int]
     unconfirmed_by_role: dict[str, int]
     requests_by_role: dict[str, int] | None
@@ -89,7 +93,8 @@ class Audit:
     def duplicates(self) -> dict[str, int]:
         return {"finalize": self.finalize_duplicates,
                 "tool": self.tool_duplicate_rows + self.projecting_left,
-                "attempt": self.attempt_duplicate_keys + self.attempts_extra}
+                "attempt": self.attempt_duplicate_keys + self.attempts_extra
+                + self.double_calls}
 
     def summary(self) -> dict[str, Any]:
         """The bench's JSON for this drill."""
@@ -130,6 +135,7 @@ class Audit:
             "duplicate (run_id, tool_call_id) rows": self.tool_duplicate_rows,
             "tool rows left PROJECTING in ended runs": self.projecting_left,
             "duplicate attempt keys": self.attempt_duplicate_keys,
+            "single-call roles answered twice in one run and cycle": self.double_calls,
             "llm_attempt rows beyond the requests the fake saw": self.attempts_extra,
             "requests the fake saw without an llm_attempt row": self.attempts_missing,
         }
@@ -179,6 +185,8 @@ def audit_batch(
                   in TERMINAL]
     cancelled = sum(1 for r in projecting if status[r] == "CANCELLED")
     attempt_keys = Counter(tuple(row[:4]) for row in attempts)
+    answered = Counter(tuple(row[:3]) for row in attempts
+                       if row[1] in SINGLE_CALL_ROLES and row[4] == "ok")
     by_role = Counter(row[1] for row in attempts)
     seen = None if requests is None else dict(Counter(str(r["role"]) for r in requests))
     return Audit(
@@ -192,6 +200,7 @@ def audit_batch(
         projecting_left=len(projecting) - cancelled,
         projecting_left_cancelled=cancelled,
         attempt_duplicate_keys=sum(n - 1 for n in attempt_keys.values()),
+        double_calls=sum(n - 1 for n in answered.values()),
         attempt_rows_by_role=dict(by_role),
         unconfirmed_by_role=dict(Counter(row[1] for row in attempts if row[4] in UNCONFIRMED)),
         requests_by_role=seen,

@@ -78,6 +78,16 @@ def test_an_abandoned_row_may_stand_for_a_request_but_never_beyond_them() -> Non
     assert beyond.attempts_extra == 1
 
 
+def test_a_verifier_that_answered_twice_in_a_cycle_is_a_duplicate() -> None:
+    twice = _audit(attempts=[("r1", "verifier", 0, 1, "ok"), ("r1", "verifier", 0, 2, "ok"),
+                             ("r1", "verifier", 1, 3, "ok"), ("r1", "executor", 0, 1, "ok"),
+                             ("r1", "executor", 0, 2, "ok")])
+    assert twice.duplicates["attempt"] == 1  # cycle 1 and the Executor's turns are fine
+    retried = _audit(attempts=[("r1", "verifier", 0, 1, "invalid_output"),
+                               ("r1", "verifier", 0, 2, "ok")])
+    assert retried.duplicates["attempt"] == 0
+
+
 def test_a_drills_own_check_is_a_problem() -> None:
     audit = _audit(runs=[("r1", "SUCCESS", "finalize", 6, None)])
     audit.expect(False, "the probe batch was slow")
