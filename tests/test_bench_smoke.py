@@ -136,3 +136,26 @@ def test_bench_smoke__llm_concurrency_tiny(redis_url: str, postgres_server_url: 
             "verifier->composer", "composer->end"} <= set(gaps)
     assert all(g["min"] >= -50 for g in gaps.values())  # commit times vs. call starts
     assert report["worker_peak_rss_mb"] > 0
+
+
+def test_bench_smoke__chaos_one_small_drill() -> None:
+    """bench/chaos.py starts its own Redis and PostgreSQL: one drill of 5 runs, one object."""
+    from tests.chaos.services import MissingBinaryError, postgres_bin_dir, redis_binary
+
+    try:
+        redis_binary(), postgres_bin_dir()
+    except MissingBinaryError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"bench/chaos.py needs its own services: {exc}", pytrace=False)
+        pytest.skip(f"bench/chaos.py needs its own services: {exc}")
+    report = _bench("chaos.py", "--drills", "node_raises", "--runs", "5")
+    assert report["benchmark"] == "chaos" and report["runs_per_drill"] == 5
+    [(name, drill)] = report["drills"].items()
+    assert name == "node_raises"
+    assert {"runs_submitted", "ended_by_status", "stuck_after_drain", "duplicates",
+            "drain_time_s"} <= set(drill)
+    assert drill["runs_submitted"] == sum(drill["ended_by_status"].values()) == 5
+    assert drill["ended_by_status"] == {"SUCCESS": 1, "FAILED": 4}
+    assert drill["stuck_after_drain"] == 0 and drill["drain_time_s"] >= 0
+    assert drill["duplicates"] == {"finalize": 0, "tool": 0, "attempt": 0}
+    assert report["meets_target"] is True and report["every_check_passed"] is True
