@@ -128,7 +128,7 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bE[A-Z]{4,}\b"
         r"|\b[A-Z][A-Za-z]*(?:Error|Exception|BackOff|Killed|Timeout|Failure)\b"
         r"|\bOOM\b|\bSQLSTATE\s+[0-9A-Z]{5}\b")),
-    (FactKind.ERROR_CODE, "", re.compile(
+    (FactKind.ERROR_CODE, "http", re.compile(
         r"(?=[1-5])"
         r"(?:(?:(?<=HTTP )|(?<=HTTP/1\.1 )|(?<=status )|(?<=status: )|(?<=status=)|(?<=code )"
         r"|(?<=code=)|(?<=returning )|(?<=returned ))[1-5]\d{2}\b"
@@ -190,7 +190,13 @@ _TRANSPARENT = frozenset({"url", "host"})
 service name (`payment-db.svc.cluster.local`)."""
 
 
-def _gated() -> list[tuple[FactKind, str, re.Pattern[str], tuple[str, ...]]]:
+# kinds and shapes that cannot match a text without a digit (most short texts have none)
+_DIGIT_KINDS = frozenset({FactKind.TIMESTAMP, FactKind.VERSION, FactKind.QUANTITY})
+_DIGIT_SHAPES = frozenset({"uuid", "ip", "hex", "block", "id", "http"})
+_DIGIT = re.compile(r"\d")
+
+
+def _gated() -> list[tuple[FactKind, str, re.Pattern[str], str | re.Pattern[str] | None, bool]]:
     times, ips, hexes = iter(_TIME_GATES), iter(_IP_GATES), iter(_HEX_GATES)
     hosts = iter(((f".{tld}" for tld in _TLDS.split("|")), (".",)))
     gated = []
@@ -205,8 +211,18 @@ def _gated() -> list[tuple[FactKind, str, re.Pattern[str], tuple[str, ...]]]:
             gate = tuple(next(hosts))
         else:
             gate = _GATES.get(shape, ())
-        gated.append((kind, shape, pattern, gate))
+        digits = kind in _DIGIT_KINDS or shape in _DIGIT_SHAPES
+        gated.append((kind, shape, pattern, _gate_of(gate), digits))
     return gated
+
+
+def _gate_of(literals: tuple[str, ...]) -> str | re.Pattern[str] | None:
+    """One literal is tested with `in`, several with one compiled search (both in C)."""
+    if not literals:
+        return None
+    if len(literals) == 1:
+        return literals[0]
+    return re.compile("|".join(re.escape(g) for g in literals))
 
 
 _GATED = _gated()
@@ -220,8 +236,12 @@ def extract_facts(text: str, *, single_digits: bool = False) -> list[Fact]:
     """
     taken = bytearray(len(text))
     facts: list[Fact] = []
-    for kind, shape, pattern, gate in _GATED:
-        if gate and not any(g in text for g in gate):
+    digits = _DIGIT.search(text) is not None
+    for kind, shape, pattern, gate, needs_digit in _GATED:
+        if needs_digit and not digits:
+            continue
+        if gate is not None and (gate not in text if isinstance(gate, str)
+                                 else gate.search(text) is None):
             continue
         for match in pattern.finditer(text):
             start, end = match.span("v") if shape == "kv" else match.span()
