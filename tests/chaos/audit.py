@@ -64,6 +64,7 @@ class Audit:
     unconfirmed_by_role: dict[str, int]
     requests_by_role: dict[str, int] | None
     drain_time_s: float
+    reconciler_events: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     failed_checks: list[str] = field(default_factory=list)
 
@@ -110,6 +111,7 @@ class Audit:
                          "unconfirmed_rows_by_role": dict(sorted(
                              self.unconfirmed_by_role.items())),
                          "rows_missing": self.attempts_missing},
+            "reconciler_events": dict(sorted(self.reconciler_events.items())),
             "ended_without_terminal_event": self.unmarked_terminal,
             "events_after_terminal": self.late_events,
             "projecting_left": {"ended": self.projecting_left,
@@ -205,4 +207,6 @@ def audit_batch(
         unconfirmed_by_role=dict(Counter(row[1] for row in attempts if row[4] in UNCONFIRMED)),
         requests_by_role=seen,
         drain_time_s=drain_time_s,
+        reconciler_events=dict(Counter(kind for _, _, node, kind, _ in events
+                                       if node == "reconcile")),
     )

@@ -18,3 +18,5 @@ def test_redis_killed_mid_batch_loses_no_run(cluster: Cluster) -> None:
     assert not audit.problems(), json.dumps(audit.summary(), indent=1)
     assert audit.extra["ended_before_fault"] < drills.RUNS  # the fault hit runs in flight
     assert set(audit.ended_by_status) <= {"SUCCESS", "FALLBACK"}
+    # the lost messages were re-sent by the reconciler from the runs' stored next steps
+    assert audit.reconciler_events.get("resent", 0) > 0, audit.reconciler_events
