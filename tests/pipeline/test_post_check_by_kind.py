@@ -249,3 +249,31 @@ def test_contradicted_claims_are_never_allowed_nor_possible_directions(
 def test_the_shipped_claim_set_is_valid_json() -> None:
     path = Path(__file__).resolve().parents[2] / "bench" / "data" / "grounding_claims.json"
     assert json.loads(path.read_text())["claims"]
+
+
+# --- properties: a value is supported by itself and conflicts with its neighbours -------------
+
+_SHAPES = {
+    "hex": st.from_regex(r"0x[0-9a-f]{6,15}[a-f][0-9]", fullmatch=True),
+    "id": st.from_regex(r"[a-z]{3,8}[0-9]{2,6}", fullmatch=True),
+    "ip": st.from_regex(r"(1[0-9]{2}|2[0-4][0-9])(\.[1-9][0-9]){3}(:[1-9][0-9]{3})?",
+                        fullmatch=True),
+    "block": st.from_regex(r"blk_-?[1-9][0-9]{8,18}", fullmatch=True),
+    "number": st.integers(10, 10**12).map(str),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), shape=st.sampled_from(sorted(_SHAPES)))
+def test_a_value_supports_itself_and_conflicts_with_a_neighbour(data: st.DataObject,
+                                                                 shape: str) -> None:
+    value = data.draw(_SHAPES[shape])
+    skip = 2 if value.startswith("0x") else 0  # the 0 of 0x is the shape, not the value
+    digits = [i for i, c in enumerate(value) if c.isdigit() and i >= skip]
+    i = data.draw(st.sampled_from(digits))
+    neighbour = value[:i] + str((int(value[i]) + data.draw(st.integers(1, 9))) % 10) + value[i + 1:]
+    known = FactSet.from_texts([f"worker reported {value} during recovery"])
+    (same,) = extract_facts(f"the log names {value}")
+    assert known.supports(same) and not known.conflicts(same)
+    other = extract_facts(f"the log names {neighbour}", single_digits=True)
+    assert other and any(known.conflicts(f) for f in other), (value, neighbour)
