@@ -66,6 +66,16 @@ class ExecutorTurn(Contract):
         description="The model's own content blocks of the turn (signed thinking included), "
         "replayed unchanged in later requests; empty for offline agents.",
     )
+    not_run: dict[str, str] = Field(
+        default_factory=dict,
+        description="tool_use ids of the content that were refused, with why (told to the "
+        "model as `is_error` results when the turn is replayed).",
+    )
+    refused_duplicates: dict[str, str] = Field(
+        default_factory=dict,
+        description="A second action under a used tool_call_id: its own new id -> the id it "
+        "presented.",
+    )
     results: list[ToolInvocation] = Field(default_factory=list, description="Their invocations.")
 
 
@@ -87,6 +97,11 @@ class ExecutorStep(Contract):
     assistant_content: list[dict[str, Any]] = Field(
         default_factory=list, description="The model's content blocks of this turn."
     )
+    not_run: dict[str, str] = Field(
+        default_factory=dict, description="Refused tool_use ids of the content, with why.")
+    refused_duplicates: dict[str, str] = Field(
+        default_factory=dict,
+        description="A second action under a used tool_call_id: new id -> the id presented.")
 
 
 class AnswerItem(Contract):

@@ -123,9 +123,8 @@ class ReplayCache:
 
     def get(self, turn: ExecutorTurn) -> Replay | None:
         """The content that asked for the turn's calls, if this process saw it."""
-        stored = getattr(turn, "assistant_content", None)  # when the runtime persists it
-        if stored:
-            return Replay(list(stored), {})
+        if turn.assistant_content:  # persisted by the runtime, with why calls were refused
+            return Replay(list(turn.assistant_content), dict(turn.not_run))
         with self._lock:
             return self._items.get(tuple(c.tool_call_id for c in turn.tool_calls))
 
@@ -266,7 +265,8 @@ class ClaudeExecutor(ClaudeAgent):
                         "one turn; ask again if you still need it" for c in fresh[len(kept):]}
             replay = Replay(_replayable(content), not_run)
             self.replays.put(kept, replay)
-            return ExecutorStep(tool_calls=kept, **_persistable(replay)), []
+            return ExecutorStep(tool_calls=kept, assistant_content=replay.content,
+                                not_run=replay.not_run, refused_duplicates=dict(duplicates)), []
         return None, [_error_result(call_id, _refused_text(original,
                                                            duplicate=call_id in duplicates))
                       for call_id, original in refused]
@@ -417,14 +417,6 @@ def _refused_text(original: str, *, duplicate: bool = False) -> str:
     return (f"refused: identical to call {original} (same tool, same arguments), which already "
             "ran or is asked for in this turn; its result is in the conversation. Call another "
             "tool, or submit_evidence.")
-
-
-def _persistable(replay: Replay) -> dict[str, Any]:
-    """`assistant_content` for the step, once the contract has the field (the runtime then
-    stores it on the turn and `ReplayCache.get` finds it after a worker change)."""
-    if "assistant_content" not in ExecutorStep.model_fields:
-        return {}
-    return {"assistant_content": replay.content}
 
 
 def _replayable(content: Sequence[JSON]) -> list[JSON]:

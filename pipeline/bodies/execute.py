@@ -47,13 +47,16 @@ def execute(ctx: NodeContext, inp: NodeInput) -> Step:
                     log.attempts)
     state = logged(state, log)
     events: list[Event] = []
+    for own_id, presented in step.refused_duplicates.items():  # refused by the agent itself
+        events.append(_duplicate_event(presented, own_id=own_id))
     fresh = unique_calls(step.tool_calls, {i.tool_call_id for i in inp.invocations}, events)
     more_turns = len(transcript.turns) < ctx.settings.executor_max_turns
     if step.final_output is None and fresh and more_turns:
         stored = state.transcript
         assert stored is not None
-        turns = [*stored.turns, ExecutorTurn(tool_calls=fresh,
-                                             assistant_content=step.assistant_content)]
+        turns = [*stored.turns, ExecutorTurn(
+            tool_calls=fresh, assistant_content=step.assistant_content, not_run=step.not_run,
+            refused_duplicates=step.refused_duplicates)]
         pending = [ToolInvocation(tool_call_id=c.tool_call_id, tool_name=c.tool_name,
                                   arguments=c.arguments, status=LifecycleStatus.PROJECTING)
                    for c in fresh]
@@ -88,14 +91,21 @@ def unique_calls(
     fresh = []
     for call in calls:
         if call.tool_call_id in seen:
-            events.append(("execute", "duplicate_tool_call", {
-                "tool_call_id": call.tool_call_id, "tool_name": call.tool_name,
-                "error": f"duplicate tool_call_id {call.tool_call_id!r}: the second action is "
-                         "refused and the first invocation kept"}))
+            events.append(_duplicate_event(call.tool_call_id, tool_name=call.tool_name))
             continue
         seen.add(call.tool_call_id)
         fresh.append(call)
     return fresh
+
+
+def _duplicate_event(tool_call_id: str, *, tool_name: str | None = None,
+                     own_id: str | None = None) -> Event:
+    payload: dict[str, str | None] = {"tool_call_id": tool_call_id, "tool_name": tool_name}
+    if own_id is not None:
+        payload["answered_as"] = own_id  # the is_error result the model got names it
+    payload["error"] = (f"duplicate tool_call_id {tool_call_id!r}: the second action is "
+                        "refused and the first invocation kept")
+    return ("execute", "duplicate_tool_call", payload)
 
 
 def _structural_repair(

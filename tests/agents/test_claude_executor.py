@@ -315,12 +315,31 @@ def test_executor__text_history_keeps_ids_results_and_errors() -> None:
 
 
 def test_executor__persisted_assistant_content_wins_over_the_cache() -> None:
-    class Persisted:
-        tool_calls = first_turn().tool_calls
-        assistant_content = [{"type": "thinking", "thinking": "t", "signature": "s"}]
+    content = [{"type": "thinking", "thinking": "t", "signature": "s"}]
+    turn = first_turn().model_copy(update={
+        "assistant_content": content, "not_run": {"toolu_01x": "refused: why"}})
+    replay = ReplayCache().get(turn)
+    assert replay is not None and replay.content == content
+    assert replay.not_run == {"toolu_01x": "refused: why"}  # the reasons persist with it
 
-    replay = ReplayCache().get(Persisted())  # type: ignore[arg-type]
-    assert replay is not None and replay.content == Persisted.assistant_content
+
+def test_executor__a_refused_duplicate_is_named_after_the_turn_went_through_the_store() -> None:
+    """The runtime persists the turn (content, refusals) and a fresh executor — another
+    worker — replays it: the model is still told which id was duplicated."""
+    same = "toolu_01SameSameSameSameSame00"
+    provider = ScriptedProvider().enqueue(
+        uses((same, "search_logs", LOGS), (same, "get_events", {"service": "checkout-service"})),
+        submit(good_output()))
+    step = executor(provider).step(transcript(), registry=default_registry())
+    assert list(step.refused_duplicates.values()) == [same]
+    stored = transcript(ExecutorTurn(
+        tool_calls=step.tool_calls, assistant_content=step.assistant_content,
+        not_run=step.not_run, refused_duplicates=step.refused_duplicates,
+        results=[logs_result(same)]))
+    stored = type(stored).model_validate_json(stored.model_dump_json())  # through the store
+    executor(provider).step(stored, registry=default_registry())
+    results = provider.requests[1].messages[2]["content"]
+    assert f"duplicate tool_call_id {same}" in results[1]["content"][0]["text"]
 
 
 def test_executor__replay_cache_is_bounded() -> None:
