@@ -170,11 +170,12 @@ class VeritySettings(BaseSettings):
         default=4000, gt=0, description="Longest query of a bundle, in characters."
     )
     executor_output_max_bytes: int = Field(
-        default=1024 * 1024, gt=0,
-        description="Largest executor_output_raw of a bundle, in UTF-8 bytes.",
+        default=512 * 1024, gt=0,
+        description="Largest executor_output_raw of a bundle, in UTF-8 bytes (the post-check "
+        "reads every claim's text several times: this bounds its time).",
     )
     executor_text_max_chars: int = Field(
-        default=8000, gt=0,
+        default=4000, gt=0,
         description="Longest string inside the Executor output (a claim's text, a matched_text, "
         "a hypothesis, an action), in characters.",
     )

@@ -109,7 +109,8 @@ def _mutated_output(draw: st.DrawFn, raw: str) -> str:
         output = json.loads(raw)
     except ValueError:
         output = {"claims": []}
-    choice = draw(st.sampled_from(["paths", "mutate", "truncate", "garbage", "duplicate"]))
+    choice = draw(st.sampled_from(["paths", "mutate", "truncate", "garbage", "duplicate",
+                                   "inflate"]))
     if choice == "paths" and isinstance(output, dict) and output.get("claims"):
         for claim in output["claims"]:
             for binding in claim.get("evidence_bindings", []):
@@ -120,6 +121,13 @@ def _mutated_output(draw: st.DrawFn, raw: str) -> str:
         return raw[: draw(st.integers(0, len(raw)))]
     elif choice == "garbage":
         return draw(st.text(max_size=200))
+    elif choice == "inflate" and isinstance(output, dict) and output.get("claims"):
+        # Many claims with long, fact-dense texts: near the limits, and over them.
+        count = draw(st.sampled_from([40, 120, 2001]))
+        words = draw(st.sampled_from([10, 80, 1000]))
+        text = " ".join(["pool 0x1f 500 v1.2.3 10.0.0.1:80 41.8% 5000ms"] * words)
+        first = output["claims"][0]
+        output["claims"] = [dict(first, claim_id=f"f{i}", text=text) for i in range(count)]
     elif isinstance(output, dict) and output.get("claims"):
         output["claims"].append(copy.deepcopy(output["claims"][0]))
     return _dumps(output)
