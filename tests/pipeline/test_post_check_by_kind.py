@@ -277,3 +277,21 @@ def test_a_value_supports_itself_and_conflicts_with_a_neighbour(data: st.DataObj
     assert known.supports(same) and not known.conflicts(same)
     other = extract_facts(f"the log names {neighbour}", single_digits=True)
     assert other and any(known.conflicts(f) for f in other), (value, neighbour)
+
+
+def test_a_contradicted_claim_is_not_a_possible_direction_when_the_run_goes_on() -> None:
+    # the misquoted claim made non-critical: the run is not rejected, and the claim must still
+    # appear nowhere, neither as a confirmed fact nor under "Possible directions"
+    bundle = load_bundle((BUNDLES / "contradiction.json").read_text(encoding="utf-8"))
+    document = json.loads(bundle.executor_output_raw)
+    for claim in document["claims"]:
+        if claim["claim_id"] == "c2":
+            claim["critical"] = False
+    bundle = bundle.model_copy(update={"executor_output_raw": json.dumps(document)})
+    result = verify_bundle(bundle, verifier=LenientVerifier(), composer=TemplateComposer()).result
+    checks = {c.claim_id: c.verification
+              for c in result.self_evaluation.verifier_evaluation.claim_checks}
+    assert checks["c2"] is Verification.CONTRADICTED
+    assert result.status == "SUCCESS" and result.verdict is not Verdict.REJECT
+    answer = result.final_answer.model_dump_json()
+    assert "45%" not in answer and "reached 45" not in answer
