@@ -378,7 +378,10 @@ def write_claims(claims: Iterable[LabelledClaim], path: Path = CLAIMS) -> None:
                "built_by": "python bench/grounding.py --build",
                "skipped_indistinguishable": dict(sorted(SKIPPED.items())),
                "claims": [asdict(c) for c in claims]}
-    path.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
+    # one claim a line: diffs of a rebuild stay readable, the file stays small
+    head = json.dumps({k: v for k, v in payload.items() if k != "claims"}, ensure_ascii=False)
+    rows = ",\n".join(json.dumps(row, ensure_ascii=False) for row in payload["claims"])
+    path.write_text(head[:-1] + ', "claims": [\n' + rows + "\n]}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
