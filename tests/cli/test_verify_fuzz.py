@@ -33,7 +33,8 @@ BAD_PATHS = [
 ]
 FILLERS: list[Any] = [None, 0, -1, 2**63, 1.5e308, "", "x", True, [], {}, [[]], {"": None},
                       "a" * 5000, "0x1f 500 v1.2.3 10.0.0.1:80 " * 200, "[/]", "[bold]x[/x]",
-                      "\ud83d\ude00 caf\u00e9", "\x00\x1b[31m"]
+                      "\ud83d\ude00 caf\u00e9", "\x00\x1b[31m",
+                      "alert CheckoutPoolSaturated fired"]
 
 
 _NEST = re.compile(r'"@nest:(\d+)"')

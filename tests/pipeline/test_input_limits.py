@@ -122,3 +122,29 @@ def test_offline_verifier_gap_suggests_a_tool_for_every_kind_of_fact(kind: FactK
                           status="CONFIRMED")
     gap = _gap(claim, [Fact(kind, "x", "x")])
     assert gap.suggested_tool
+
+
+def _verified(bundle: dict[str, Any]) -> Any:
+    from pipeline.agents.offline_verifier import OfflineVerifier
+    from pipeline.agents.template_composer import TemplateComposer
+    from pipeline.verification import verify_bundle
+
+    loaded = load_bundle(json.dumps(bundle), settings=VeritySettings())
+    return verify_bundle(loaded, verifier=OfflineVerifier(), composer=TemplateComposer()).result
+
+
+def test_a_claim_naming_a_camel_case_name_absent_from_its_evidence_verifies() -> None:
+    """Issue 11's `KeyError: FactKind.NAME`: the missing fact is a name, which had no tool."""
+    def edit(output: dict[str, Any]) -> None:
+        output["claims"][0]["text"] += " (alert CheckoutPoolSaturated)"
+
+    result = _verified(_with_output(edit))
+    assert result.status in ("SUCCESS", "FALLBACK")
+
+
+def test_an_index_beyond_2_53_fails_the_binding_under_evidence_path() -> None:
+    result = _verified(_with_output(
+        lambda o: _first_binding(o).update(path="$.hits[9007199254740992]")))
+    gatekeeper = result.self_evaluation.verifier_evaluation.gatekeeper_result
+    first = gatekeeper.checked_bindings[0]
+    assert (first.status, first.rule) == ("fail", "evidence.path")
