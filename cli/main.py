@@ -24,7 +24,7 @@ from models.run import RunRecord
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.config import VeritySettings, resolve_database_url
-from pipeline.errors import InputError, StoreError, VerityError
+from pipeline.errors import BundleError, InputError, StoreError, VerityError
 from pipeline.store import RunStore
 from pipeline.verification import load_bundle, verify_bundle
 
@@ -43,16 +43,23 @@ def _emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
 
 
-def _read_input(path: str) -> str:
+def _read_input(path: str, *, max_bytes: int) -> str:
+    """The text of a file or of stdin; more than `max_bytes` is refused before it is all read."""
     if path == "-":
-        return sys.stdin.read()
-    file = Path(path)
-    if not file.is_file():
-        raise InputError(f"no such file: {path}")
-    try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not UTF-8 text") from None
+        text = sys.stdin.read(max_bytes + 1)
+    else:
+        file = Path(path)
+        if not file.is_file():
+            raise InputError(f"no such file: {path}")
+        if file.stat().st_size > max_bytes:
+            raise BundleError(f"bundle is larger than {max_bytes} bytes (VERITY_BUNDLE_MAX_BYTES)")
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{path} is not UTF-8 text") from None
+    if len(text) > max_bytes:
+        raise BundleError(f"bundle is larger than {max_bytes} bytes (VERITY_BUNDLE_MAX_BYTES)")
+    return text
 
 
 def _open_store() -> RunStore:
@@ -66,7 +73,9 @@ def verify(
     store: Annotated[bool, typer.Option("--store", help="Store the run in the database.")] = False,
 ) -> None:
     """Run parse → gatekeep → verify → compose (or the fallback) on a run bundle."""
-    parsed = load_bundle(_read_input(bundle))
+    settings = VeritySettings()
+    parsed = load_bundle(_read_input(bundle, max_bytes=settings.bundle_max_bytes),
+                         settings=settings)
     run = verify_bundle(parsed, verifier=OfflineVerifier(), composer=TemplateComposer())
     if store:
         with _open_store() as run_store:

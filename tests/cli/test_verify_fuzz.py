@@ -194,3 +194,25 @@ def test_every_shipped_sample_verifies_with_exit_0(sample: int) -> None:
     code, output = _verify(json.dumps(SAMPLES[sample]), as_json=True)
     assert code == 0, output
     json.loads(output)
+
+
+@pytest.mark.parametrize("source", ["stdin", "file"])
+def test_input_over_the_byte_limit_exits_2_before_parsing(
+    source: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("VERITY_BUNDLE_MAX_BYTES", "100")
+    text = json.dumps(SAMPLES[0])
+    if source == "stdin":
+        code, output = _verify(text, as_json=True)
+    else:
+        bundle = tmp_path / "bundle.json"
+        bundle.write_text(text, encoding="utf-8")
+        out, err = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "argv", ["verity", "verify", str(bundle), "--json"])
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                pytest.raises(SystemExit) as exited:
+            main()
+        code, output = int(exited.value.code or 0), out.getvalue() + err.getvalue()
+    assert code == 2
+    assert output == ("verity: error: bundle is larger than 100 bytes "
+                      "(VERITY_BUNDLE_MAX_BYTES)\n")
