@@ -34,6 +34,10 @@ def test_grounding__post_check_targets() -> None:
     assert {"ip", "hex", "uuid", "block", "id", "path", "number", "kv", "quantity"} <= set(
         post["faithful"])
     assert "negation" in post and "negation" in report["offline"]
+    # the offline Verifier holds to the same (it compares single digits of claims too)
+    offline = report["offline"]
+    assert offline["faithful"]["all"]["kept_pct"] >= 95.0
+    assert all(offline[label]["all"]["caught_pct"] == 100.0 for label in grounding.PERTURBED)
 
 
 def test_grounding__prints_one_json_object() -> None:

@@ -116,7 +116,7 @@ def classify(
     evidence texts already extracted in this verification)."""
     refs = [e.evidence_id for e in evidence]
     known = evidence_facts(evidence, memo=memo)
-    facts = extract_facts(claim.text)
+    facts = extract_facts(claim.text, single_digits=True)  # "slot 9" against "slot 8" too
     conflicting = [f for f in facts if known.conflicts(f)]
     invented = [f for f in facts if f.kind in IDENTIFYING_KINDS and not known.supports(f)]
     missing = [f for f in facts if not known.supports(f)]
