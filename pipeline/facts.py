@@ -2,6 +2,14 @@
 
 The lexical verifier, the Verifier post-check and the Composer no-new-facts guard all compare
 facts the same way, through `extract_facts` and `FactSet`.
+
+Each fact has a kind and, within it, a shape (`Fact.sort`: `identifier/hex`, `identifier/ip`,
+`quantity/duration` ...): identifiers of every common shape (hex with or without `0x`, grouped
+hex, UUIDs, block ids, alphanumeric ids, IPv4/IPv6 with or without a port, `key=value` values,
+paths, URLs, hosts), numbers with and without units, durations and timestamps. Evidence
+supports a fact when it states the same value (identifiers by whole token, never inside a
+longer one); it conflicts with one when it states values of the same kind and shape and none
+is this one.
 """
 
 from __future__ import annotations
