@@ -14,6 +14,9 @@ from models.invocation import Projection, QueryScope
 
 RESERVED_KEYS = frozenset({"scope", "truncated", "total_items"})
 _STRING_LIMIT = 2000
+_DEPTH_LIMIT = 24
+"""Deepest nesting kept below a top-level key; anything deeper is cut (serializers and the
+bundle limits refuse much deeper documents, and no evidence path needs it)."""
 _ELLIPSIS = "…"
 
 
@@ -39,15 +42,19 @@ def bound_projection(
     return Projection(scope=scope, truncated=truncated, total_items=total, **data)
 
 
-def _bound_value(value: Any, *, max_items: int) -> tuple[Any, bool]:
+def _bound_value(value: Any, *, max_items: int, depth: int = 1) -> tuple[Any, bool]:
     if isinstance(value, str) and len(value) > _STRING_LIMIT:
         return value[:_STRING_LIMIT] + _ELLIPSIS, True
+    if isinstance(value, list | dict) and depth > _DEPTH_LIMIT:
+        return _ELLIPSIS, True
     if isinstance(value, list):
         cut = len(value) > max_items
-        items = [_bound_value(item, max_items=max_items) for item in value[:max_items]]
+        items = [_bound_value(item, max_items=max_items, depth=depth + 1)
+                 for item in value[:max_items]]
         return [item for item, _ in items], cut or any(c for _, c in items)
     if isinstance(value, dict):
-        pairs = {k: _bound_value(v, max_items=max_items) for k, v in value.items()}
+        pairs = {k: _bound_value(v, max_items=max_items, depth=depth + 1)
+                 for k, v in value.items()}
         return {k: v for k, (v, _) in pairs.items()}, any(c for _, c in pairs.values())
     return value, False
 

@@ -148,3 +148,16 @@ def test_an_index_beyond_2_53_fails_the_binding_under_evidence_path() -> None:
     gatekeeper = result.self_evaluation.verifier_evaluation.gatekeeper_result
     first = gatekeeper.checked_bindings[0]
     assert (first.status, first.rule) == ("fail", "evidence.path")
+
+
+def test_a_tool_result_nested_past_the_depth_limit_is_cut_and_marked() -> None:
+    from models.invocation import QueryScope
+    from pipeline.jsonpath import resolve
+    from pipeline.projection import bound_projection
+
+    projection = bound_projection({"deep": _nest(900)}, scope=QueryScope(service="s"),
+                                  max_items=50, max_bytes=1_000_000)
+    document = projection.model_dump(mode="json")  # no "Maximum serialization depth exceeded"
+    assert projection.truncated
+    assert resolve(document, "$.deep" + "[0]" * 24) == "…"
+    assert json.dumps(document).count("[") == 24
