@@ -174,7 +174,7 @@ def _no_verity_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("VERITY_HOME", str(tmp_path / "home"))
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+@settings(max_examples=500, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(text=_bundle_text(), as_json=st.booleans())
