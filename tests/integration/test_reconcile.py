@@ -139,7 +139,7 @@ def test_an_outage_past_the_retry_budget_is_finished_by_the_reconciler(
     gives up (and says so), and once the database is back the reconciler re-sends the step."""
     workers.env = {**runtime_env, "VERITY_STORE_RETRY_BUDGET_S": "3",
                    "VERITY_RUNTIME_FACTORY": "tests.integration.outage_runtime:build",
-                   "VERITY_TEST_OUTAGE_UNTIL": str(time.time() + 9)}
+                   "VERITY_TEST_OUTAGE_S": "9"}
     _start_beat_worker(workers)
     run_id = produce(runtime_env, f"print(client.submit({QUESTION!r}, data_source={CHECKOUT!r}))")
     wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=60,
