@@ -36,3 +36,4 @@ bench: $(STAMP) services
 	$(BIN)/python bench/prompt_tokens.py
 	$(BIN)/python bench/llm_concurrency.py
 	$(BIN)/python bench/chaos.py
+	$(BIN)/python bench/grounding.py
