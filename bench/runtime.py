@@ -8,16 +8,23 @@ then, with the same worker settings, full offline runs on a shipped scenario, an
 flight for the worker's peak memory. Prints one JSON object.
 
     python bench/runtime.py [--runs 30] [--batch 40] [--inflight 200] [--concurrency 8]
+                            [--reconciler reconcile|beat|none]
+
+A reconciler runs beside the workers throughout (default a `verity reconcile` process at its
+default interval; `--reconciler beat` embeds beat in the worker as `verity worker --beat`).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -66,6 +73,10 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=4,
                         help="throughput batches per kind, interleaved")
     parser.add_argument("--concurrency", type=int, default=8, help="worker threads")
+    parser.add_argument("--reconciler", choices=RECONCILERS, default="reconcile",
+                        help="the reconciler beside the worker: a `verity reconcile` process "
+                             "(default), beat embedded in the worker (`verity worker --beat`), "
+                             "or none")
     return parser.parse_args()
 
 
@@ -75,11 +86,18 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
     settings = {"pool": "threads", "concurrency": args.concurrency, "broker": "redis",
                 "database": "postgresql", "tasks_per_run": 9 + TOOL_CALLS}
     every_queue = [("control,llm,tools", args.concurrency)]
-    with _Worker(every_queue, factory="bench.instant:build_runtime") as worker:
-        bare, instant = _compare(args)
-    with _Worker(every_queue, factory=None) as worker:
-        offline = _offline(args)
-        memory = _memory(worker, args.inflight)
+    beat = args.reconciler == "beat"
+    with _Reconciler(args.reconciler) as reconciler:
+        with _Worker(every_queue, factory="bench.instant:build_runtime", beat=beat) as worker:
+            reconciler.worker = worker
+            bare, instant = _compare(args)
+            reconciler_compare = reconciler.report()
+        with _Worker(every_queue, factory=None, beat=beat) as worker:
+            reconciler.worker = worker
+            offline = _offline(args)
+            memory = _memory(worker, args.inflight)
+            reconciler_after = reconciler.report()
+    reconciler_figures = _reconciler_figures(reconciler_compare, reconciler_after)
     ratios = {
         "latency_p50": _ratio(instant["latency_s"]["p50"], bare["latency_s"]["p50"]),
         "latency_p90": _ratio(instant["latency_s"]["p90"], bare["latency_s"]["p90"]),
@@ -87,7 +105,8 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
     }
     return {
         "benchmark": "runtime", "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
-        "worker": settings, "bare_canvas": bare, "runtime_instant_nodes": instant,
+        "worker": settings, "reconciler": reconciler_figures,
+        "bare_canvas": bare, "runtime_instant_nodes": instant,
         "runtime_vs_bare": ratios,
         "targets": {"latency_ratio_max": 1.3, "throughput_ratio_min": 0.75,
                     "latency_met": ratios["latency_p50"] <= 1.3,
@@ -96,16 +115,35 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
     }
 
 
+def _reconciler_figures(compare: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The reconciler's settings, and its sweeps during the bare-vs-runtime comparison and
+    over the whole script (a `verity reconcile` process) or the offline part (beat embedded in
+    each worker: the second worker's beat)."""
+    keys = ("sweeps", "actions", "alive")
+    figures = {k: v for k, v in compare.items() if k not in keys}
+    if "sweeps" in compare:
+        figures["during_bare_vs_runtime"] = {k: compare[k] for k in keys if k in compare}
+        later = "during_offline_and_memory" if compare["kind"] == "beat" else "whole_script"
+        figures[later] = {k: after[k] for k in keys if k in after}
+    return figures
+
+
 class _Worker:
     """`celery worker` as `verity worker` runs it (threads pool, task events): one process per
     `(queues, threads)` group on this host, plus the bare baseline's tasks when
     `include_bare`."""
 
     def __init__(self, groups: list[tuple[str, int]], *, factory: str | None,
-                 include_bare: bool = True) -> None:
+                 include_bare: bool = True, beat: bool = False) -> None:
         self.groups = groups
         self.factory = factory
         self.include_bare = include_bare
+        # the first process on the control queue embeds beat (as `verity worker --beat`)
+        self.beat_index = next((i for i, (queues, _) in enumerate(groups)
+                                if "control" in queues.split(",")), None) if beat else None
+        if beat and self.beat_index is None:
+            raise SystemExit("--reconciler beat: no worker process consumes the control queue")
+        self._beat_dir: str | None = None
         self.processes: list[subprocess.Popen[bytes]] = []
         self.logs = [Path(f"/tmp/verity-bench-worker-{os.getpid()}-{i}.log")
                      for i in range(len(self.groups))]
@@ -118,14 +156,21 @@ class _Worker:
         extra = ["--include", "bench.bare_tasks"] if self.include_bare else []
         for i, ((queues, threads), log_path) in enumerate(
                 zip(self.groups, self.logs, strict=True)):
+            argv = ["worker", "--pool", "threads", "--concurrency", str(threads),
+                    "--hostname", f"bench{i}@%h",
+                    "--queues", queues, "--task-events", "--without-gossip",
+                    "--without-mingle", "--loglevel", "INFO", *extra]
+            if i == self.beat_index:
+                # `verity worker --beat`: beat a thread of the worker, its schedule file in a
+                # folder of its own
+                self._beat_dir = tempfile.mkdtemp(prefix="verity-bench-beat-")
+                command = [sys.executable, "-c", _BEAT_WORKER, *argv, "--beat", "--schedule",
+                           str(Path(self._beat_dir) / "schedule")]
+            else:
+                command = [sys.executable, "-m", "celery", "--app", "tasks.app", *argv]
             with log_path.open("wb") as out:
                 self.processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "celery", "--app", "tasks.app", "worker",
-                     "--pool", "threads", "--concurrency", str(threads),
-                     "--hostname", f"bench{i}@%h",
-                     "--queues", queues, "--task-events", "--without-gossip",
-                     "--without-mingle", "--loglevel", "INFO", *extra],
-                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                    command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                 ))
         deadline = time.monotonic() + 30
         for process, log_path in zip(self.processes, self.logs, strict=True):
@@ -141,6 +186,20 @@ class _Worker:
             process.terminate()
         for process in self.processes:
             process.wait(30)
+        if self._beat_dir is not None:
+            shutil.rmtree(self._beat_dir, ignore_errors=True)
+
+    def beat_sweeps(self) -> dict[str, Any]:
+        """The embedded beat's sweeps so far, from the workers' logs (any control worker may
+        run one): how many ran and what they did, summed (`verity.reconcile.sweep` returns
+        its counts)."""
+        if self.beat_index is None:
+            return {}
+        lines = [line for log_path in self.logs
+                 for line in log_path.read_text(errors="replace").splitlines()
+                 if "verity.reconcile.sweep[" in line and " succeeded in " in line]
+        return _sweep_totals(line[line.index("{", line.index(" succeeded in ")):]
+                             for line in lines if "{" in line)
 
     @property
     def pids(self) -> list[int]:
@@ -161,6 +220,95 @@ class _Worker:
             line = next(x for x in status.splitlines() if x.startswith(key))
             total += int(line.split()[1])
         return total / 1024
+
+
+_BEAT_WORKER = ("import sys\n"
+                "from tasks.reconcile import use_threaded_beat\n"
+                "use_threaded_beat()\n"
+                "from tasks.app import app\n"
+                "app.worker_main(sys.argv[1:])\n")
+
+RECONCILERS = ("reconcile", "beat", "none")
+
+
+class _Reconciler:
+    """The reconciler beside the workers: `reconcile`, a `verity reconcile` process (its
+    sweeps every VERITY_RECONCILE_INTERVAL_S, 15 s unless set); `beat`, beat embedded in the
+    first worker on the control queue (`_Worker(beat=True)`, as `verity worker --beat`);
+    `none`."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in RECONCILERS:
+            raise SystemExit(f"--reconciler: {kind!r}; choose among {', '.join(RECONCILERS)}")
+        self.kind = kind
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = Path(f"/tmp/verity-bench-reconcile-{os.getpid()}.log")
+        self.worker: _Worker | None = None
+
+    def __enter__(self) -> _Reconciler:
+        if self.kind == "reconcile":
+            with self.log.open("wb") as out:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "cli.main", "reconcile"], cwd=ROOT,
+                    env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def report(self) -> dict[str, Any]:
+        """Which reconciler ran, its interval and staleness threshold, whether it is still
+        alive, and its sweeps so far with what they did."""
+        from pipeline.config import VeritySettings
+
+        settings = VeritySettings()
+        found: dict[str, Any] = {
+            "kind": self.kind,
+            "runs_as": {"reconcile": "a `verity reconcile` process",
+                        "beat": "beat embedded in the first control worker (a thread, as "
+                                "`verity worker --beat`)",
+                        "none": "no reconciler"}[self.kind]}
+        if self.kind == "none":
+            return found
+        found |= {"interval_s": settings.reconcile_interval_s,
+                  "stale_after_s": settings.reconcile_stale_s}
+        if self.process is not None:
+            found["alive"] = self.process.poll() is None
+            lines = self.log.read_text(errors="replace").splitlines()
+            found |= _sweep_totals(line for line in lines if line.startswith("{"))
+        elif self.worker is not None:
+            found["alive"] = all(p.poll() is None for p in self.worker.processes)
+            found |= self.worker.beat_sweeps()
+        return found
+
+
+def _sweep_totals(lines: Any) -> dict[str, Any]:
+    """Sweeps counted and their counts summed, from one dict per sweep (JSON or repr)."""
+    import ast
+
+    sweeps, totals = 0, collections.Counter[str]()
+    for line in lines:
+        try:
+            counts = json.loads(line)
+        except ValueError:
+            try:
+                counts = ast.literal_eval(line.strip())
+            except (ValueError, SyntaxError):
+                continue
+        if isinstance(counts, dict):
+            sweeps += 1
+            totals.update({k: v for k, v in counts.items() if isinstance(v, int)})
+    return {"sweeps": sweeps, "actions": dict(totals)}
 
 
 def _compare(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:

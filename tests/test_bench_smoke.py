@@ -136,6 +136,26 @@ def test_bench_smoke__llm_concurrency_tiny(redis_url: str, postgres_server_url: 
             "verifier->composer", "composer->end"} <= set(gaps)
     assert all(g["min"] >= -50 for g in gaps.values())  # commit times vs. call starts
     assert report["worker_peak_rss_mb"] > 0
+    # the reconciler ran beside the workers (a `verity reconcile` process by default) and
+    # had nothing to do; the node leases are on
+    reconciler = report["reconciler"]
+    assert (reconciler["kind"], reconciler["alive"]) == ("reconcile", True)
+    assert reconciler["sweeps"] >= 1 and not any(reconciler["actions"].values())
+    assert batch["cpu_s"]["reconciler"] >= 0
+    assert report["worker"]["node_lease"]["ttl_s"] > report["worker"]["node_lease"]["renew_s"]
+    assert len(report["load_average_1_5_15"]["before_batch"]) == 3
+    # the Executor-to-Executor gap, cut where the tool calls show, adds up
+    turns = report["executor_to_executor_ms"]
+    assert turns["tool_calls_in_turn"]["min"] >= 1
+    parts = sum(turns[k]["mean"] for k in ("commit", "tools", "after_tools"))
+    assert parts == pytest.approx(turns["total"]["mean"], abs=1)
+    assert gaps["executor->executor"]["p50"] == turns["total"]["p50"]
+    # the llm threads' time: the ideal's elapsed plus what each loss added
+    threads = report["llm_threads"]
+    assert threads["model_calls"] == 4 * calls["mean"]
+    assert 0 < threads["utilization"] <= 1
+    assert threads["ideal_elapsed_s"] + sum(threads["elapsed_added_s"].values()) == (
+        pytest.approx(threads["batch_elapsed_s"], abs=0.1))
 
 
 def test_bench_smoke__chaos_one_small_drill() -> None:
