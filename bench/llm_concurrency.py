@@ -3,9 +3,9 @@
 The fake Anthropic server (`python -m fake_anthropic`, another process) answers every role as
 Claude would (`tests.providers.claude_like`) after `--latency` seconds (5 s, a realistic model;
 at 1 s the batch was a CPU test of a 2-core host). The worker processes are started as
-`verity worker` runs them (threads pool, task events) in the layout the README recommends: one
-process of `--concurrency` threads on the llm queue and two of 16 threads on control,tools
-(`--workers` gives another), with the Claude agents (VERITY_PROVIDER=anthropic,
+`verity worker` runs them (threads pool, task events) in the layout the README recommends: two
+processes sharing `--concurrency` threads on the llm queue and two of 16 threads on
+control,tools (`--workers` gives another), with the Claude agents (VERITY_PROVIDER=anthropic,
 ANTHROPIC_BASE_URL=the fake) on Redis database 13 and a fresh PostgreSQL schema, node leases on
 (every model-calling node runs under its run's lease) and a reconciler running beside them
 (`--reconciler`: a `verity reconcile` process by default, or beat embedded in the first control
@@ -57,9 +57,19 @@ TARGET = 0.9
 POLL_S = 0.05
 ROLES = ("planner", "executor", "verifier", "composer", "knowledge")
 QUEUES = ("control", "llm", "tools")
-# The layout the README recommends: the model calls' threads in one process, the short control
-# and tool tasks in two others, so a tool chord never waits behind a model call.
-DEFAULT_WORKERS = "llm={concurrency} control,tools=16 control,tools=16"
+# The layout the README recommends: the model calls' threads in two processes (each thread's
+# work around its call, the tool chord's dispatch included, queues for one interpreter lock:
+# when a hundred calls end together, one process takes seconds to start the next ones), the
+# short control and tool tasks in two others, so a tool chord never waits behind a model call.
+DEFAULT_WORKERS = "llm={half} llm={rest} control,tools=16 control,tools=16"
+
+
+def default_workers(concurrency: int) -> str:
+    """The recommended layout for `concurrency` llm threads, split over two processes (one
+    when there is a single thread)."""
+    half = (concurrency + 1) // 2
+    spec = DEFAULT_WORKERS.format(half=half, rest=concurrency - half)
+    return spec.replace(" llm=0", "")
 RESPONDERS = {role: f"tests.providers.claude_like:{role}" for role in ROLES}
 
 
@@ -102,11 +112,13 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--latency", type=float, default=5.0,
                         help="seconds the fake server waits before every answer")
     parser.add_argument("--concurrency", type=int, default=100,
-                        help="threads of the llm-queue worker (the default layout)")
+                        help="threads serving the llm queue in the default layout, split over "
+                             "two processes")
     parser.add_argument("--workers", default="",
                         help="worker processes as QUEUES=THREADS separated by spaces, e.g. "
-                             "'control,llm,tools=100' for one process on every queue (default: "
-                             f"'{DEFAULT_WORKERS}')")
+                             "'control,llm,tools=100' for one process on every queue, "
+                             "'llm=100 control,tools=16 control,tools=16' for the previous "
+                             f"layout (default: '{default_workers(100)}')")
     parser.add_argument("--scenario", default=SCENARIO, help="the scenario every run diagnoses")
     parser.add_argument("--single", type=int, default=2,
                         help="runs measured one at a time for the single-run latency")
@@ -120,7 +132,9 @@ def _arguments() -> argparse.Namespace:
                         help="also print the median run's timeline (model calls, tools, "
                              "events) in the JSON")
     args = parser.parse_args()
-    args.groups = _groups(args.workers or DEFAULT_WORKERS.format(concurrency=args.concurrency))
+    if args.concurrency < 1:
+        raise SystemExit("--concurrency must be at least 1")
+    args.groups = _groups(args.workers or default_workers(args.concurrency))
     return args
 
 

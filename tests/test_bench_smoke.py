@@ -86,6 +86,17 @@ def test_bench_smoke__prompt_tokens_on_one_scenario() -> None:
     assert report["meets_target"] is (row["ratio"] <= 0.25)
 
 
+def test_bench_smoke__llm_concurrency_default_layout_splits_the_llm_threads() -> None:
+    """The README's layout: the llm threads in two processes, two control,tools of 16."""
+    sys.path.insert(0, str(ROOT))
+    from bench.llm_concurrency import _groups, default_workers
+
+    assert _groups(default_workers(100)) == [("llm", 50), ("llm", 50), ("control,tools", 16),
+                                             ("control,tools", 16)]
+    assert _groups(default_workers(5))[:2] == [("llm", 3), ("llm", 2)]
+    assert _groups(default_workers(1))[:2] == [("llm", 1), ("control,tools", 16)]
+
+
 @pytest.mark.slow
 @pytest.mark.redis
 @pytest.mark.postgres
