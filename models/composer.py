@@ -33,6 +33,21 @@ class ComposerAction(Contract):
     claim_ids: list[str] = Field(default_factory=list, description="Allowed claims behind it.")
 
 
+class RunbookStep(Contract):
+    """A step of a runbook document a verified claim cites: what may stand behind an action."""
+
+    claim_id: str = Field(description="The claim bound to the runbook document.")
+    doc_id: str = Field(description="The runbook document.")
+    text: str = Field(description="The step, as the runbook states it.")
+
+
+class WithheldAction(Contract):
+    """An Executor action the action guard kept from the Composer, and why."""
+
+    text: str = Field(description="The action as the Executor wrote it.")
+    reason: str = Field(description="Why it was withheld, one line.")
+
+
 class ComposerInput(Contract):
     """Exactly what the Composer may read."""
 

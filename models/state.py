@@ -12,7 +12,7 @@ from pydantic import Field
 
 from models.agent import KnowledgeAnswer, Plan, Transcript
 from models.common import Contract, FallbackType, Intent, Verdict
-from models.composer import ComposerInput, ComposerOutput
+from models.composer import ComposerInput, ComposerOutput, RunbookStep, WithheldAction
 from models.evaluation import StageStatus, VerifierStatus
 from models.fallback import FallbackReason, SafeFallback
 from models.gatekeeper import GatekeeperOutcome
@@ -37,7 +37,11 @@ class PipelineState(Contract):
     downgrades: list[str] = Field(default_factory=list, description="Post-check changes.")
     verdict_ceiling: Verdict | None = Field(default=None, description="From the Gatekeeper.")
     effective_verdict: Verdict | None = Field(default=None, description="After the rules.")
+    runbook_steps: list[RunbookStep] = Field(
+        default_factory=list, description="Steps of the runbooks verified claims cite.")
     composer_input: ComposerInput | None = Field(default=None, description="Filtered material.")
+    withheld_actions: list[WithheldAction] = Field(
+        default_factory=list, description="Actions the action guard withheld, with reasons.")
     composer_status: StageStatus = Field(default=StageStatus.NOT_RUN, description="Status.")
     composer_output: ComposerOutput | None = Field(default=None, description="Guarded answer.")
     fallback: SafeFallback | None = Field(default=None, description="Set on fallback paths.")

@@ -3,21 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from models.common import Verdict
-from models.composer import AllowedClaim, AllowedHypothesis, ComposerAction, ComposerInput
+from models.composer import (
+    AllowedClaim,
+    AllowedHypothesis,
+    ComposerAction,
+    ComposerInput,
+    RunbookStep,
+    WithheldAction,
+)
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.gatekeeper import VerifiedClaim
 from models.verifier import ClaimCheck, EvidenceGap, Verification
+from pipeline.actions import screen_actions
 from pipeline.facts import FactSet
 from pipeline.guards import unsupported_facts
 from pipeline.text import normalize
+from pipeline.untrusted import instruction_like
 
 _ALLOWED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE})
 _CONCLUSIONS = frozenset(
     {ClaimKind.ROOT_CAUSE, ClaimKind.CONTRIBUTING_FACTOR, ClaimKind.CORRELATION}
 )
 RATIONALE_WITHHELD = "The Verifier's rationale referred to withheld claims and is not shown."
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    """The Composer's input and the Executor actions the action guard kept from it."""
+
+    composer_input: ComposerInput
+    withheld_actions: list[WithheldAction]
 
 
 def build_composer_input(
@@ -29,15 +47,39 @@ def build_composer_input(
     gaps: Sequence[EvidenceGap],
     executor_output: ExecutorEvidenceV2,
     rationale: str,
+    runbook_steps: Sequence[RunbookStep] = (),
 ) -> ComposerInput:
-    """Only what the checks allow. REJECT keeps no hypotheses and no conclusions."""
+    """Only what the checks allow (`build_composition` without the withheld actions)."""
+    return build_composition(
+        query=query, verdict=verdict, claims=claims, checks=checks, gaps=gaps,
+        executor_output=executor_output, rationale=rationale, runbook_steps=runbook_steps,
+    ).composer_input
+
+
+def build_composition(
+    *,
+    query: str,
+    verdict: Verdict,
+    claims: Sequence[VerifiedClaim],
+    checks: Sequence[ClaimCheck],
+    gaps: Sequence[EvidenceGap],
+    executor_output: ExecutorEvidenceV2,
+    rationale: str,
+    runbook_steps: Sequence[RunbookStep] = (),
+) -> Composition:
+    """Only what the checks allow. REJECT keeps no hypotheses and no conclusions. No text that
+    reads as instructions to an agent passes, whatever its checks; actions pass the action
+    guard (`pipeline.actions`) against the allowed material and the steps of the runbooks the
+    allowed claims cite."""
     verification = {c.claim_id: c.verification for c in checks}
     allowed: list[AllowedClaim] = []
     hypotheses: list[AllowedHypothesis] = []
     withheld: list[str] = []
     for claim in claims:
         kind = verification.get(claim.claim_id, Verification.UNSUPPORTED)
-        if _is_allowed(claim, kind, verdict):
+        if instruction_like(claim.text):
+            withheld.append(claim.text)
+        elif _is_allowed(claim, kind, verdict):
             allowed.append(AllowedClaim(
                 claim_id=claim.claim_id, text=claim.text, kind=claim.kind,
                 critical=claim.critical, verification=kind,
@@ -55,7 +97,13 @@ def build_composer_input(
                                         *(h.text for h in hypotheses)])
     if verdict is not Verdict.REJECT:
         hypotheses += _executor_hypotheses(executor_output, usable, claims, leak)
-    return ComposerInput(
+    allowed_ids = {c.claim_id for c in allowed}
+    actions, refused = _cited_actions(executor_output, allowed_ids, leak)
+    kept, guarded = screen_actions(
+        actions, material_texts=[query, *(c.text for c in allowed), *(h.text for h in hypotheses)],
+        steps=[s for s in runbook_steps if s.claim_id in allowed_ids],
+    )
+    return Composition(ComposerInput(
         original_query=query,
         verdict=verdict,
         allowed_claims=allowed,
@@ -63,13 +111,29 @@ def build_composer_input(
         missing_info=_dedupe(
             leak.keep([g.description for g in gaps] + executor_output.missing_info)
         ),
-        recommended_actions=[
-            ComposerAction(text=a.text, claim_ids=a.claim_ids)
-            for a in executor_output.recommended_actions
-            if set(a.claim_ids) <= {c.claim_id for c in allowed} and leak.clean(a.text)
-        ],
+        recommended_actions=[ComposerAction(text=text, claim_ids=ids) for text, ids in kept],
         rationale=rationale if leak.clean(rationale) else RATIONALE_WITHHELD,
-    )
+    ), [*refused, *guarded])
+
+
+def _cited_actions(
+    output: ExecutorEvidenceV2, allowed_ids: set[str], leak: _LeakFilter,
+) -> tuple[list[tuple[str, list[str]]], list[WithheldAction]]:
+    """Actions citing allowed claims only and repeating nothing withheld; the rest, withheld."""
+    cited: list[tuple[str, list[str]]] = []
+    refused: list[WithheldAction] = []
+    for action in output.recommended_actions:
+        if not set(action.claim_ids) <= allowed_ids:
+            missing = ", ".join(sorted(set(action.claim_ids) - allowed_ids))
+            refused.append(WithheldAction(text=action.text,
+                                          reason=f"cites claims that are not allowed: {missing}"))
+        elif not leak.clean(action.text):
+            refused.append(WithheldAction(
+                text=action.text, reason="repeats a withheld claim or text that reads as "
+                "instructions to an agent"))
+        else:
+            cited.append((action.text, list(action.claim_ids)))
+    return cited, refused
 
 
 def _is_allowed(claim: VerifiedClaim, kind: Verification, verdict: Verdict) -> bool:
@@ -100,7 +164,8 @@ def _executor_hypotheses(
 
 
 class _LeakFilter:
-    """Rejects text that repeats a withheld claim or states a fact only withheld claims state."""
+    """Rejects text that repeats a withheld claim, states a fact only withheld claims state, or
+    reads as instructions to an agent."""
 
     def __init__(self, withheld: Sequence[str], *, kept: Sequence[str]) -> None:
         self._withheld_texts = [normalize(t) for t in withheld if normalize(t)]
@@ -108,6 +173,8 @@ class _LeakFilter:
         self._kept = FactSet.from_texts(kept)
 
     def clean(self, text: str) -> bool:
+        if instruction_like(text):
+            return False
         normalized = normalize(text)
         if any(w in normalized or normalized in w for w in self._withheld_texts if normalized):
             return False

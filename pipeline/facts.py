@@ -367,7 +367,7 @@ texts repeat (each excerpt of a source carries the source's scope: service, wind
 so its checks share one memo; it lives as long as that verification, no longer."""
 
 
-_TOKEN = re.compile(r"[^\s\"'()\[\]{}<>,;|]+")
+_TOKEN = re.compile(r"[^\s\"'`()\[\]{}<>,;|]+")
 _TOKEN_PARTS = re.compile(r"[=:/@+#]")
 _TOKEN_WORDS = re.compile(r"[-_.]")
 _TRIM = ".:!?*"
@@ -435,6 +435,10 @@ class FactSet:
                 found = memo[text] = extract_facts(text, single_digits=True)
             facts.extend(found)
         return cls(facts, texts=unique)
+
+    def states_token(self, token: str) -> bool:
+        """True when a text of the evidence has `token` as a whole token (case folded)."""
+        return token.casefold() in self._tokens
 
     def has_kind(self, kind: FactKind) -> bool:
         """True when the evidence states any fact of this kind."""

@@ -42,9 +42,11 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput) -> PostChe
     """Hold the Verifier's claim checks to the verified evidence.
 
     Unknown claims are dropped, unchecked claims count as unsupported, evidence refs must name
-    verified evidence. Each fact of a claim is compared with the facts of the same kind and
-    shape in the claim's own verified evidence (`FactSet.conflicts`): one that differs from
-    every such value makes the claim contradicted, whatever the model said. Otherwise a
+    verified evidence. Evidence marked untrusted (it reads as instructions to an agent) grounds
+    nothing: a claim resting only on it, or stating a fact only it states, is unsupported.
+    Each fact of a claim is compared with the facts of the same kind and shape in the claim's
+    own verified evidence (`FactSet.conflicts`): one that differs from every such value makes
+    the claim contradicted, whatever the model said. Otherwise a
     direct_observation whose facts are not all in its evidence is downgraded (unsupported
     without evidence, overstated with facts missing). Each change is a recorded downgrade.
     """
@@ -100,15 +102,28 @@ def _hold_to_evidence(
     if len(refs) != len(check.evidence_refs):
         notes.append(f"{check.claim_id}: evidence refs to unverified material removed")
     verification = check.verification
-    known = evidence_facts(evidence, memo=memo) if evidence else None
+    trusted = [item for item in evidence if item.untrusted is None]
+    if evidence and not trusted:
+        if verification not in _WITHHELD:
+            notes.append(f"{check.claim_id}: {verification.value} -> unsupported (its only "
+                         "support reads as instructions to an agent)")
+            verification = Verification.UNSUPPORTED
+        return _updated(check, refs, verification), notes
+    known = evidence_facts(trusted, memo=memo) if trusted else None
     # single digits too: "slot 9" against "slot 8" is a changed number
     facts = extract_facts(text, single_digits=True) if known is not None else []
     differing = [f for f in facts if known is not None and known.conflicts(f)]
+    planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
     if differing and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED
         listed = ", ".join(f"{f.text} ({f.sort})" for f in differing)
         notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted (differs "
                      f"from every value of its kind in its evidence: {listed})")
+    elif planted and verification not in _WITHHELD:
+        verification = Verification.UNSUPPORTED
+        listed = ", ".join(f.text for f in planted)
+        notes.append(f"{check.claim_id}: {check.verification.value} -> unsupported (only "
+                     f"evidence that reads as instructions to an agent states: {listed})")
     elif verification is Verification.DIRECT_OBSERVATION:
         missing = [f for f in facts if known is not None and not known.supports(f)]
         if known is None:
@@ -120,9 +135,31 @@ def _hold_to_evidence(
             notes.append(
                 f"{check.claim_id}: direct_observation -> overstated (not in evidence: {listed})"
             )
+    return _updated(check, refs, verification), notes
+
+
+_WITHHELD = frozenset({Verification.UNSUPPORTED, Verification.CONTRADICTED,
+                       Verification.EXTERNAL_UNKNOWN})
+"""Verifications that already keep a claim out of the answer."""
+
+
+def _planted(
+    facts: list[Fact], known: FactSet | None, untrusted: list[VerifiedEvidence], *,
+    memo: FactMemo,
+) -> list[Fact]:
+    """The claim's facts that only evidence reading as instructions to an agent states: an
+    attacker's log line may name any host as the root cause."""
+    if not untrusted:
+        return []
+    planted_by = evidence_facts(untrusted, memo=memo)
+    return [f for f in facts
+            if (known is None or not known.supports(f)) and planted_by.supports(f)]
+
+
+def _updated(check: ClaimCheck, refs: list[str], verification: Verification) -> ClaimCheck:
     if refs == check.evidence_refs and verification is check.verification:
-        return check, notes
-    return check.model_copy(update={"evidence_refs": refs, "verification": verification}), notes
+        return check
+    return check.model_copy(update={"evidence_refs": refs, "verification": verification})
 
 
 def composer_input_texts(composer_input: ComposerInput) -> list[str]:

@@ -19,9 +19,11 @@ from models.invocation import ToolInvocation
 from models.state import PipelineState
 from models.verifier import VerifierOutput
 from pipeline import fallback as fallbacks
+from pipeline.actions import runbook_steps
 from pipeline.agents.base import SingleTurnModel
 from pipeline.attempts import AttemptLog, call_with_retry
-from pipeline.composer_input import build_composer_input
+from pipeline.composer_input import build_composition
+from pipeline.conclusions import conclusion_problems
 from pipeline.errors import BudgetExceededError, GuardRejectedError, RunFailure
 from pipeline.executor_output import parse_executor_output
 from pipeline.gatekeeper import gatekeep, schema_problems
@@ -63,6 +65,7 @@ def gatekeep_node(
     update: dict[str, Any] = {
         "gatekeeper": outcome,
         "verdict_ceiling": outcome.result.severity.ceiling,
+        "runbook_steps": runbook_steps(outcome.verified_evidence, invocations),
     }
     if outcome.result.severity.ceiling is None:
         update["failure_stage"] = "gatekeep"
@@ -106,9 +109,10 @@ def verify_node(
 
 
 def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> PipelineState:
-    """Build the Composer input from the verified, checked material."""
+    """Build the Composer input from the verified, checked material; record the actions the
+    action guard withheld."""
     assert state.verifier_output is not None and state.effective_verdict is not None
-    composer_input = build_composer_input(
+    composition = build_composition(
         query=state.query,
         verdict=state.effective_verdict,
         claims=_gatekeeper(state).verified_output.claims,
@@ -116,8 +120,10 @@ def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> Pi
         gaps=state.evidence_gaps,
         executor_output=ExecutorEvidenceV2.model_validate(document),
         rationale=state.verifier_output.rationale,
+        runbook_steps=state.runbook_steps,
     )
-    return state.model_copy(update={"composer_input": composer_input})
+    return state.model_copy(update={"composer_input": composition.composer_input,
+                                    "withheld_actions": composition.withheld_actions})
 
 
 def compose_node(
@@ -133,6 +139,9 @@ def compose_node(
         if added:
             listed = ", ".join(sorted({f.text for f in added}))
             raise GuardRejectedError(f"composer stated facts absent from its input: {listed}")
+        problems = conclusion_problems(output, composer_input)
+        if problems:
+            raise GuardRejectedError(f"composer {problems[0]}")
         return output
 
     try:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from models.common import Intent
-from models.gatekeeper import GatekeeperOutcome
+from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
 from models.verifier import DiagnosisContext, GatekeeperAudit, RetryContext, VerifierInput
+from pipeline.untrusted import instruction_like
 
 
 def build_verifier_input(
@@ -22,7 +23,7 @@ def build_verifier_input(
     return VerifierInput(
         diagnosis_context=DiagnosisContext(query=query, intent=intent),
         verified_executor_output=outcome.verified_output,
-        verified_evidence=outcome.verified_evidence,
+        verified_evidence=mark_untrusted(outcome.verified_evidence),
         gatekeeper_audit=GatekeeperAudit(
             status=result.status,
             severity=result.severity,
@@ -35,3 +36,14 @@ def build_verifier_input(
         retry_context=retry_context,
     )
 
+
+
+def mark_untrusted(evidence: list[VerifiedEvidence]) -> list[VerifiedEvidence]:
+    """The evidence with each excerpt that reads as instructions to an agent marked as
+    untrusted quoted data (`VerifiedEvidence.untrusted`: why)."""
+    marked = []
+    for item in evidence:
+        reason = item.untrusted or instruction_like(item.matched_text)
+        marked.append(item if reason == item.untrusted
+                      else item.model_copy(update={"untrusted": reason}))
+    return marked

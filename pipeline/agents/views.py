@@ -7,7 +7,7 @@ of the same bytes in which each source invocation is written once with its excer
 underneath, each excerpt once with the evidence ids and claims it is bound to:
 
     "verified_evidence": [{"invocation_id", "tool_name", "evidence_status", "scope",
-                           "evidence": [{"path", "matched_text",
+                           "evidence": [{"path", "matched_text", "untrusted",
                                          "cited_by": {evidence_id: claim_id, ...}}]}]
 
 An excerpt of the source's own scope (a `$.scope.…` path whose matched text is the scope's
@@ -63,6 +63,8 @@ def model_view(role: str, payload: bytes) -> str:
             excerpt = {"path": item["path"]}
             if _in_scope(source["scope"], item["path"]) != item["matched_text"]:
                 excerpt["matched_text"] = item["matched_text"]
+            if item.get("untrusted"):
+                excerpt["untrusted"] = item["untrusted"]
             excerpt["cited_by"] = {}
             excerpts[key] = excerpt
             source["evidence"].append(excerpt)
@@ -81,7 +83,8 @@ def verifier_input_from_view(text: str) -> bytes:
         {**{key: source.get(key) for key in _EVIDENCE_SOURCE},
          "evidence_id": evidence_id, "claim_id": claim_id, "path": excerpt["path"],
          "matched_text": excerpt["matched_text"] if "matched_text" in excerpt
-         else _in_scope(source.get("scope"), excerpt["path"])}
+         else _in_scope(source.get("scope"), excerpt["path"]),
+         "untrusted": excerpt.get("untrusted")}
         for source in document.get("verified_evidence") or []
         for excerpt in source["evidence"]
         for evidence_id, claim_id in excerpt["cited_by"].items()

@@ -29,4 +29,5 @@ def verify(ctx: NodeContext, inp: NodeInput) -> Step:
         "verifier_status": pipeline.verifier_status.value,
         "effective_verdict": pipeline.effective_verdict.value
         if pipeline.effective_verdict else None,
-        "cycle": pipeline.evidence_retry_count})], log.attempts)
+        "cycle": pipeline.evidence_retry_count,
+        "withheld_actions": len(pipeline.withheld_actions)})], log.attempts)

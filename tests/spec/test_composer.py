@@ -333,7 +333,7 @@ def test_claim_checks__executor_hypotheses_and_actions_rest_on_allowed_claims() 
         hypotheses=[{"text": "Errors track the 41.8% peak", "claim_ids": ["c2"]},
                     {"text": "A noisy neighbour", "claim_ids": ["c3"]},
                     {"text": "The 9000 evictions mattered", "claim_ids": ["c2"]}],
-        recommended_actions=[{"text": "Raise the pool", "claim_ids": ["c1"]},
+        recommended_actions=[{"text": "Check the pool settings", "claim_ids": ["c1"]},
                              {"text": "Page the DBA", "claim_ids": ["c3"]}],
     )
     ci = build(Verdict.LOW_CONFID, {"c1": Verification.DIRECT_OBSERVATION,
@@ -344,4 +344,4 @@ def test_claim_checks__executor_hypotheses_and_actions_rest_on_allowed_claims() 
     assert "Errors track the 41.8% peak" in texts
     assert "A noisy neighbour" not in texts          # rests on a withheld claim
     assert "The 9000 evictions mattered" not in texts  # states a fact its claims do not
-    assert [a.text for a in ci.recommended_actions] == ["Raise the pool"]
+    assert [a.text for a in ci.recommended_actions] == ["Check the pool settings"]
