@@ -53,6 +53,7 @@ from pipeline.tools.formatting import format_value, plural
 from pipeline.tools.records import iso
 from pipeline.tools.registry import ToolRegistry
 from pipeline.tools.views import CallView, Element, LogPattern, MetricView, metric_series
+from pipeline.untrusted import instruction_like
 
 MAX_TURNS = 3
 MAX_DEPENDENCIES = 2
@@ -398,6 +399,12 @@ def _log_claims(report: _Report, findings: Findings, call: CallView, service: st
                                 f"{service or 'any service'}{_span(call)}",
                                 critical=critical and quiet)]
     bursts = [b for b in findings.bursts(service) if b.call is call][:MAX_BURSTS]
+    planted = sum(p.count for p in findings.untrusted(service) if p.call is call)
+    if planted:
+        report.missing.append(
+            f"{plural(planted, 'log line')} from {service or 'the searched services'} read as "
+            "instructions to an AI agent; they were treated as untrusted data and not used as "
+            "evidence.")
     if not bursts:
         return [report.claim(f"Nothing new in these logs: {call.document.get('summary')}",
                              ClaimKind.FINDING, critical=critical and quiet,
@@ -434,9 +441,16 @@ def _event_claims(report: _Report, call: CallView, *, critical: bool,
         return [report.negative(call, f"No Kubernetes {kind} were found for the objects of "
                                 f"{call.service or 'any service'}{_span(call)}",
                                 critical=critical and quiet)]
+    reasons = [(path, data) for path, data in call.items("reasons")
+               if data.get("type") == "Warning"]
+    trusted = [(p, d) for p, d in reasons if not instruction_like(json.dumps(d))]
+    if len(trusted) < len(reasons):
+        report.missing.append(
+            f"Kubernetes events of {call.service or 'the queried objects'} read as instructions "
+            "to an AI agent; they were treated as untrusted data and not used as evidence.")
     return [report.claim(data["summary"], ClaimKind.FINDING, critical=critical,
                          bindings=[(call, f"{path}.summary", None)])
-            for path, data in call.items("reasons") if data.get("type") == "Warning"]
+            for path, data in trusted]
 
 
 # ---- root cause and contributing factors ---------------------------------------------------

@@ -82,10 +82,15 @@ class Findings:
         return list(best.values())
 
     def bursts(self, service: str | None) -> list[LogPattern]:
-        """New WARN-or-worse patterns of a service, most severe then most frequent first."""
-        found = [p for p in self.patterns
-                 if p.service == service and p.rank >= WARN_RANK and p.is_new]
+        """New WARN-or-worse patterns of a service, most severe then most frequent first; none
+        whose text reads as instructions to an agent (`untrusted`)."""
+        found = [p for p in self.patterns if p.service == service and p.rank >= WARN_RANK
+                 and p.is_new and not p.untrusted]
         return sorted(found, key=lambda p: (-p.rank, -p.count))
+
+    def untrusted(self, service: str | None) -> list[LogPattern]:
+        """A service's patterns whose text reads as instructions to an agent."""
+        return [p for p in self.patterns if p.service == service and p.untrusted]
 
     # ---- metrics --------------------------------------------------------------------------
     @cached_property

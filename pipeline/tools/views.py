@@ -15,6 +15,7 @@ from typing import Any
 
 from models.invocation import EvidenceStatus, LifecycleStatus, QueryScope, ToolInvocation
 from pipeline.tools.records import LEVEL_RANK
+from pipeline.untrusted import instruction_like
 
 
 def parse_time(text: object) -> datetime | None:
@@ -139,6 +140,12 @@ class LogPattern(Element):
     def count(self) -> int:
         """Lines in the window."""
         return int(self.number("count"))
+
+    @property
+    def untrusted(self) -> bool:
+        """Its text reads as instructions to an agent: what someone made a service log, never a
+        finding about the service."""
+        return any(isinstance(v, str) and instruction_like(v) for v in self.data.values())
 
     @property
     def is_new(self) -> bool:

@@ -77,14 +77,23 @@ def test_fetch_and_run(text: str, found: bool) -> None:
 def test_no_shipped_log_line_runbook_or_loghub_line_reads_as_instructions() -> None:
     """False positives would hide real evidence: none among 34,000+ shipped scenario log lines,
     the runbooks, alerts and events, nor the 300 loghub lines of the grounding benchmark."""
-    texts = [json.loads(line)["message"]
-             for path in ROOT.glob("scenarios/*/logs.jsonl")
-             for line in path.read_text().splitlines()]
+    honest = [p for p in ROOT.glob("scenarios/*/") if "injected" not in p.name]
+    texts = [json.loads(line)["message"] for folder in honest
+             for path in folder.glob("logs.jsonl") for line in path.read_text().splitlines()]
     texts += [p.read_text() for p in ROOT.glob("scenarios/*/runbooks/*.md")]
-    texts += [p.read_text() for p in ROOT.glob("scenarios/*/*.json")
-              if "injected" not in p.parent.name]
+    texts += [p.read_text() for folder in honest for p in folder.glob("*.json")]
     texts += [line for p in (ROOT / "bench/data/loghub").glob("*.log")
               for line in p.read_text().splitlines()]
     assert len(texts) > 30_000
     flagged = [(t[:80], instruction_like(t)) for t in texts if instruction_like(t)]
     assert flagged == []
+
+
+def test_the_injection_scenario_reads_as_instructions_where_it_was_injected() -> None:
+    folder = ROOT / "scenarios" / "checkout-injected-instructions"
+    messages = [json.loads(line)["message"]
+                for line in (folder / "logs.jsonl").read_text().splitlines()]
+    flagged = [m for m in messages if instruction_like(m)]
+    assert flagged and all(m.startswith("coupon code rejected") for m in flagged)
+    events = json.loads((folder / "events.json").read_text())
+    assert [e["reason"] for e in events if instruction_like(e["message"])] == ["Unhealthy"]

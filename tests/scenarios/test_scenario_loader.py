@@ -21,7 +21,8 @@ from pipeline.scenarios import (
 )
 
 BUNDLED = {
-    "billing-no-evidence", "catalog-pricing-rate-limit", "checkout-pool-exhaustion",
+    "billing-no-evidence", "catalog-pricing-rate-limit", "checkout-injected-instructions",
+    "checkout-pool-exhaustion",
     "inventory-oom-crashloop",
     "knowledge-payment-db-credentials", "orders-latency-payment-gateway",
     "search-unexplained-errors", "settlement-tls-expiry",
