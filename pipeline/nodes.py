@@ -31,7 +31,7 @@ from pipeline.guards import new_facts, post_check
 from pipeline.routing import Route
 from pipeline.serialization import canonical_bytes, sha256_hex
 from pipeline.verdict import effective_verdict
-from pipeline.verifier_input import build_verifier_input
+from pipeline.verifier_input import build_verifier_input, mark_untrusted
 
 
 def parse_node(state: PipelineState, raw: str) -> tuple[PipelineState, dict[str, Any] | None]:
@@ -60,8 +60,11 @@ def structural_problems(raw: str) -> list[str]:
 def gatekeep_node(
     state: PipelineState, document: Mapping[str, Any], invocations: Sequence[ToolInvocation]
 ) -> PipelineState:
-    """Run the Gatekeeper; a reject records its failure stage."""
+    """Run the Gatekeeper and mark the evidence that reads as instructions to an agent; a
+    reject records its failure stage."""
     outcome = gatekeep(document, invocations)
+    outcome = outcome.model_copy(update={
+        "verified_evidence": mark_untrusted(outcome.verified_evidence, invocations)})
     update: dict[str, Any] = {
         "gatekeeper": outcome,
         "verdict_ceiling": outcome.result.severity.ceiling,

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from models.common import Intent
 from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
+from models.invocation import ToolInvocation
 from models.verifier import DiagnosisContext, GatekeeperAudit, RetryContext, VerifierInput
+from pipeline.jsonpath import PathError, resolve
+from pipeline.text import value_text
 from pipeline.untrusted import instruction_like
 
 
@@ -38,12 +44,26 @@ def build_verifier_input(
 
 
 
-def mark_untrusted(evidence: list[VerifiedEvidence]) -> list[VerifiedEvidence]:
-    """The evidence with each excerpt that reads as instructions to an agent marked as
-    untrusted quoted data (`VerifiedEvidence.untrusted`: why)."""
+def mark_untrusted(
+    evidence: Sequence[VerifiedEvidence], invocations: Sequence[ToolInvocation] = ()
+) -> list[VerifiedEvidence]:
+    """The evidence with each item marked untrusted quoted data (`VerifiedEvidence.untrusted`:
+    why) when its matched text, or the whole value at its path in `invocations` (an excerpt
+    may quote the harmless half of an attacker's line), reads as instructions to an agent."""
+    by_id = {i.tool_call_id: i for i in invocations}
+    documents: dict[str, Any] = {}
     marked = []
     for item in evidence:
         reason = item.untrusted or instruction_like(item.matched_text)
+        invocation = by_id.get(item.invocation_id)
+        if reason is None and invocation is not None and invocation.projection is not None:
+            if item.invocation_id not in documents:
+                documents[item.invocation_id] = invocation.projection.model_dump(mode="json")
+            try:
+                reason = instruction_like(value_text(resolve(documents[item.invocation_id],
+                                                             item.path)))
+            except PathError:
+                reason = None
         marked.append(item if reason == item.untrusted
                       else item.model_copy(update={"untrusted": reason}))
     return marked
