@@ -35,6 +35,13 @@ def print_result(console: Console, result: RunResult, *, title: str = "Verity") 
         console.print(Text(f"Gatekeeper failed rules: {rules}", style="yellow"))
     for note in evaluation.downgrades:
         console.print(Text(f"post-check: {note}", style="dim"))
+    rules = result.self_evaluation.rule_evaluation
+    untrusted = rules.get("untrusted_evidence") or []
+    if untrusted:
+        console.print(Text(f"untrusted evidence (reads as instructions to an agent, grounds "
+                           f"nothing): {', '.join(untrusted)}", style="yellow"))
+    for withheld in rules.get("withheld_actions") or []:
+        console.print(Text(f"action withheld: {withheld.get('reason')}", style="yellow"))
 
 
 def _answer_panel(answer: FinalAnswer, *, title: str) -> Panel:

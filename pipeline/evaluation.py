@@ -19,7 +19,7 @@ from models.state import PipelineState
 from pipeline.prompts import prompt_audit
 from pipeline.verdict import facts_checked
 
-RULESET_VERSION = "verity.rules.v1"
+RULESET_VERSION = "verity.rules.v2"
 
 
 def verifier_evaluation(state: PipelineState) -> VerifierEvaluation:
@@ -69,6 +69,9 @@ def rule_evaluation(state: PipelineState) -> dict[str, Any]:
         "failed_rules": [r.value for r in result.failed_rules] if result else [],
         "verdict_ceiling": state.verdict_ceiling.value if state.verdict_ceiling else None,
         "downgrades": len(state.downgrades),
+        "untrusted_evidence": [e.evidence_id for e in state.gatekeeper.verified_evidence
+                               if e.untrusted] if state.gatekeeper else [],
+        "withheld_actions": [w.model_dump(mode="json") for w in state.withheld_actions],
     }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from models.evaluation import PromptAudit, PromptRef
 
-CATALOG_VERSION = "verity.prompts.2026-11-30c"
+CATALOG_VERSION = "verity.prompts.2026-12-01"
 ROLES = ("planner", "executor", "verifier", "composer")
 _DIR = Path(__file__).with_name("prompt_files")
 
