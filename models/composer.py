@@ -44,6 +44,7 @@ class RunbookStep(Contract):
 class WithheldAction(Contract):
     """An Executor action the action guard kept from the Composer, and why."""
 
+    index: int = Field(ge=0, description="Its position in the Executor's recommended_actions.")
     text: str = Field(description="The action as the Executor wrote it.")
     reason: str = Field(description="Why it was withheld, one line.")
 

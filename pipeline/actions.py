@@ -128,21 +128,24 @@ def changes_anywhere(text: str) -> set[str]:
     return {name for name, pattern in _CHANGES.items() if pattern.search(text)}
 
 
+Action = tuple[int, str, list[str]]
+"""An Executor action: its position in `recommended_actions`, its text, the claims it cites."""
+
+
 def screen_actions(
-    actions: Iterable[tuple[str, list[str]]], *, material_texts: Sequence[str],
-    steps: Sequence[RunbookStep],
-) -> tuple[list[tuple[str, list[str]]], list[WithheldAction]]:
-    """Split (text, claim ids) actions into those kept and those withheld with a reason."""
+    actions: Iterable[Action], *, material_texts: Sequence[str], steps: Sequence[RunbookStep],
+) -> tuple[list[Action], list[WithheldAction]]:
+    """Split actions into those kept and those withheld with a reason."""
     step_texts = [s.text for s in steps]
     material = FactSet.from_texts([*material_texts, *step_texts])
-    kept: list[tuple[str, list[str]]] = []
+    kept: list[Action] = []
     withheld: list[WithheldAction] = []
-    for text, claim_ids in actions:
+    for index, text, claim_ids in actions:
         reason = screen_action(text, material=material, steps=step_texts)
         if reason is None:
-            kept.append((text, claim_ids))
+            kept.append((index, text, claim_ids))
         else:
-            withheld.append(WithheldAction(text=text, reason=reason))
+            withheld.append(WithheldAction(index=index, text=text, reason=reason))
     return kept, withheld
 
 

@@ -17,7 +17,7 @@ from models.composer import (
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.gatekeeper import VerifiedClaim
 from models.verifier import ClaimCheck, EvidenceGap, Verification
-from pipeline.actions import screen_actions
+from pipeline.actions import Action, screen_actions
 from pipeline.facts import FactSet
 from pipeline.guards import unsupported_facts
 from pipeline.text import normalize
@@ -111,28 +111,28 @@ def build_composition(
         missing_info=_dedupe(
             leak.keep([g.description for g in gaps] + executor_output.missing_info)
         ),
-        recommended_actions=[ComposerAction(text=text, claim_ids=ids) for text, ids in kept],
+        recommended_actions=[ComposerAction(text=text, claim_ids=ids) for _, text, ids in kept],
         rationale=rationale if leak.clean(rationale) else RATIONALE_WITHHELD,
-    ), [*refused, *guarded])
+    ), sorted([*refused, *guarded], key=lambda w: w.index))
 
 
 def _cited_actions(
     output: ExecutorEvidenceV2, allowed_ids: set[str], leak: _LeakFilter,
-) -> tuple[list[tuple[str, list[str]]], list[WithheldAction]]:
+) -> tuple[list[Action], list[WithheldAction]]:
     """Actions citing allowed claims only and repeating nothing withheld; the rest, withheld."""
-    cited: list[tuple[str, list[str]]] = []
+    cited: list[Action] = []
     refused: list[WithheldAction] = []
-    for action in output.recommended_actions:
+    for index, action in enumerate(output.recommended_actions):
         if not set(action.claim_ids) <= allowed_ids:
             missing = ", ".join(sorted(set(action.claim_ids) - allowed_ids))
-            refused.append(WithheldAction(text=action.text,
+            refused.append(WithheldAction(index=index, text=action.text,
                                           reason=f"cites claims that are not allowed: {missing}"))
         elif not leak.clean(action.text):
             refused.append(WithheldAction(
-                text=action.text, reason="repeats a withheld claim or text that reads as "
-                "instructions to an agent"))
+                index=index, text=action.text, reason="repeats a withheld claim or text that "
+                "reads as instructions to an agent"))
         else:
-            cited.append((action.text, list(action.claim_ids)))
+            cited.append((index, action.text, list(action.claim_ids)))
     return cited, refused
 
 

@@ -71,7 +71,9 @@ def rule_evaluation(state: PipelineState) -> dict[str, Any]:
         "downgrades": len(state.downgrades),
         "untrusted_evidence": [e.evidence_id for e in state.gatekeeper.verified_evidence
                                if e.untrusted] if state.gatekeeper else [],
-        "withheld_actions": [w.model_dump(mode="json") for w in state.withheld_actions],
+        # positions and reasons, not texts: an action may repeat a claim that failed its checks
+        "withheld_actions": [{"index": w.index, "reason": w.reason}
+                             for w in state.withheld_actions],
     }
 
 

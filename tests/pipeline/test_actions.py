@@ -24,7 +24,7 @@ POOL_STEPS = [
 
 def screen(text: str, steps: list[str] | None = None) -> str | None:
     step_rows = [RunbookStep(claim_id="c9", doc_id="rb-x", text=s) for s in steps or []]
-    kept, withheld = screen_actions([(text, ["c1"])], material_texts=MATERIAL, steps=step_rows)
+    kept, withheld = screen_actions([(0, text, ["c1"])], material_texts=MATERIAL, steps=step_rows)
     assert len(kept) + len(withheld) == 1
     return withheld[0].reason if withheld else None
 
