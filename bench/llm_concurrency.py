@@ -146,7 +146,7 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
     source = resolve_scenario(args.scenario, None)
     query = load_scenario(Path(source)).meta.question
     runtime = build_runtime()
-    client = VerityClient(runtime)
+    client = VerityClient(runtime, tenant="bench")
     # the worker as bench/runtime.py starts it, on this process's environment: the Claude
     # agents against the fake server
     groups = args.groups

@@ -333,7 +333,7 @@ def _compare(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     from tasks.client import VerityClient
 
     runtime = build_runtime(VeritySettings())
-    client = VerityClient(runtime)
+    client = VerityClient(runtime, tenant="bench")
 
     def bare_one() -> float:
         start = time.time()
@@ -406,7 +406,7 @@ def _offline(args: argparse.Namespace) -> dict[str, Any]:
     from tasks.client import VerityClient
 
     runtime = build_runtime()
-    client = VerityClient(runtime)
+    client = VerityClient(runtime, tenant="bench")
     source = str(default_scenarios_dir() / SCENARIO)
     latencies = []
     for i in range(max(args.runs // 2, 5) + 2):
@@ -429,7 +429,7 @@ def _memory(worker: _Worker, inflight: int) -> dict[str, Any]:
     from tasks.client import VerityClient
 
     runtime = build_runtime()
-    client = VerityClient(runtime)
+    client = VerityClient(runtime, tenant="bench")
     source = str(default_scenarios_dir() / SCENARIO)
     before = worker.rss_mb()
     start = time.perf_counter()

@@ -1,5 +1,8 @@
 """`verity`: verify bundles, show stored runs, print contract schemas.
 
+Commands that touch stored runs act as one tenant (`--tenant`, else VERITY_TENANT, else
+`default`) and see only its runs; another tenant's run id is "no run with id ...".
+
 Every error the user can cause is one line on stderr and exit code 2; `--json` prints exactly
 one JSON object on stdout and nothing else.
 """
@@ -18,6 +21,7 @@ from typer.exceptions import Abort, TyperException
 
 from cli import runs
 from cli.render import print_result, print_usage
+from cli.runs import TenantOption, tenant_of
 from cli.schemas import SCHEMAS
 from models.bundle import FinalAnswer, RunResult
 from models.run import RunRecord
@@ -71,8 +75,10 @@ def verify(
     bundle: Annotated[str, typer.Argument(help="Run bundle JSON file, or - for stdin.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     store: Annotated[bool, typer.Option("--store", help="Store the run in the database.")] = False,
+    tenant: TenantOption = None,
 ) -> None:
     """Run parse → gatekeep → verify → compose (or the fallback) on a run bundle."""
+    owner = tenant_of(tenant)
     settings = VeritySettings()
     parsed = load_bundle(_read_input(bundle, max_bytes=settings.bundle_max_bytes),
                          settings=settings)
@@ -80,7 +86,8 @@ def verify(
     if store:
         with _open_store() as run_store:
             run_store.save_verified_run(
-                bundle=parsed, result=run.result, events=run.events, attempts=run.attempts
+                tenant_id=owner, bundle=parsed, result=run.result, events=run.events,
+                attempts=run.attempts,
             )
     if as_json:
         _emit_json(run.result.model_dump(mode="json"))
@@ -94,13 +101,15 @@ def verify(
 def show(
     run_id: Annotated[str, typer.Argument(help="A stored run id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    tenant: TenantOption = None,
 ) -> None:
     """Print a stored run: its answer, verdict, claims, tool calls and model attempts."""
+    owner = tenant_of(tenant)
     with _open_store() as run_store:
-        record = run_store.get_run(run_id)
+        record = run_store.get_run(run_id, tenant_id=owner)  # the tenant's, or not found
         invocations = run_store.list_invocations(run_id)
         attempts = run_store.list_attempts(run_id)
-        events = run_store.events_since(run_id, 0)
+        events = run_store.events_since(run_id, 0, tenant_id=owner)
     if as_json:
         payload = record.model_dump(mode="json")
         payload["invocations"] = [
@@ -150,6 +159,7 @@ def schema(
 
 
 app.command()(runs.run)
+app.command()(runs.runs)
 app.command()(runs.cancel)
 app.command()(runs.export)
 app.command()(runs.scenarios)

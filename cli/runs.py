@@ -1,5 +1,9 @@
-"""`verity run`, `cancel`, `export`, `scenarios`, `worker` and `reconcile`: the runtime from the
-command line."""
+"""`verity run`, `runs`, `cancel`, `export`, `scenarios`, `worker` and `reconcile`: the runtime
+from the command line.
+
+The commands that touch runs act as one tenant: `--tenant`, else VERITY_TENANT, else `default`
+(so the embedded CLI works with no setup). They see only that tenant's runs and sessions.
+"""
 
 from __future__ import annotations
 
@@ -20,20 +24,32 @@ from rich.console import Console
 
 from cli.render import print_result
 from models.bundle import RunResult
-from models.run import RunEvent, RunRecord
+from models.run import DEFAULT_TENANT, RunEvent, RunRecord
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import ConfigurationError, InputError, StoreUnavailableError, VerityError
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.graph import QUEUES
+from pipeline.ids import check_tenant_id
 from pipeline.lease import check_lease_settings
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
 from pipeline.store import RunStore
 
 _err = Console(stderr=True)
 
+TenantOption = Annotated[str | None, typer.Option(
+    "--tenant", help="Act as this tenant (default VERITY_TENANT, else 'default').")]
+"""The `--tenant` option of every command that touches runs."""
 
-def _client_and_worker(stack: ExitStack) -> Any:
-    """A producer client: enqueue to real workers, or run the embedded one in-process."""
+
+def tenant_of(option: str | None) -> str:
+    """`--tenant`, else VERITY_TENANT, else `default`; InputError (exit 2) for a bad id."""
+    chosen = option if option is not None else VeritySettings().tenant or DEFAULT_TENANT
+    return check_tenant_id(chosen)
+
+
+def _client_and_worker(stack: ExitStack, tenant: str) -> Any:
+    """A producer client of `tenant`: enqueue to real workers, or run the embedded one
+    in-process."""
     from tasks.client import VerityClient, check_settings  # celery only for runtime commands
     from tasks.embedded import embedded_worker
 
@@ -43,7 +59,7 @@ def _client_and_worker(stack: ExitStack) -> Any:
     stack.callback(runtime.store.close)
     if not settings.broker_url:
         stack.enter_context(embedded_worker(runtime, join_timeout=0.2))
-    return VerityClient(runtime)
+    return VerityClient(runtime, tenant=tenant)
 
 
 def run(
@@ -51,14 +67,17 @@ def run(
                                                "returning 500s?'")],
     scenario: Annotated[str | None, typer.Option(help="A shipped scenario by name.")] = None,
     scenario_dir: Annotated[str | None, typer.Option(help="A scenario folder.")] = None,
-    session: Annotated[str | None, typer.Option(help="Session id for follow-ups.")] = None,
+    session: Annotated[str | None, typer.Option(
+        help="Session id for follow-ups (the tenant's own).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the run.")] = 300.0,
+    tenant: TenantOption = None,
 ) -> None:
     """Diagnose: plan, investigate, gatekeep, verify and compose, node by node."""
+    owner = tenant_of(tenant)
     data_source = resolve_scenario(scenario, scenario_dir)
     with ExitStack() as stack:
-        client = _client_and_worker(stack)
+        client = _client_and_worker(stack, owner)
         run_id = client.submit(query, session_id=session, data_source=data_source)
         record = _follow(client, run_id, timeout=timeout, quiet=as_json)
         failure = _failure(client, run_id)
@@ -134,22 +153,63 @@ def _print_record(record: RunRecord) -> None:
     print_result(out, result, title=record.query)
 
 
-def cancel(run_id: Annotated[str, typer.Argument(help="A run id.")]) -> None:
+def runs(
+    session: Annotated[str | None, typer.Option(help="Only this session's runs.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many runs.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    tenant: TenantOption = None,
+) -> None:
+    """List the tenant's stored runs, newest first."""
+    owner = tenant_of(tenant)
+    if limit < 1:
+        raise InputError("--limit must be at least 1")
+    with RunStore.open(resolve_database_url(VeritySettings())) as store:
+        found = store.list_runs(tenant_id=owner, limit=limit, session_id=session)
+    if as_json:
+        payload = {"tenant_id": owner, "runs": [_summary(record) for record in found]}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return
+    out = Console()
+    for record in found:
+        verdict = record.verdict.value if record.verdict else "-"
+        created = record.created_at.strftime("%Y-%m-%d %H:%M:%S") if record.created_at else "-"
+        out.print(f"{record.run_id}  {created}  {record.status.value:<9} {verdict:<10} "
+                  f"{record.session_id or '-':<12} {record.query[:60]}", highlight=False)
+
+
+def _summary(record: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id, "session_id": record.session_id, "query": record.query,
+        "intent": record.intent.value, "status": record.status.value,
+        "verdict": record.verdict.value if record.verdict else None,
+        "created_at": record.created_at.isoformat() if record.created_at else None,
+    }
+
+
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="A run id.")],
+    tenant: TenantOption = None,
+) -> None:
     """Cancel a run: nothing new starts, nothing is released, queued tasks are revoked."""
+    owner = tenant_of(tenant)
     with ExitStack() as stack:
         from tasks.client import VerityClient
 
         runtime = build_runtime()
         stack.callback(runtime.store.close)
-        cancelled = VerityClient(runtime).cancel(run_id)
+        cancelled = VerityClient(runtime, tenant=owner).cancel(run_id)
     Console().print(f"run {run_id}: {'cancelled' if cancelled else 'already finished'}")
 
 
-def export(run_id: Annotated[str, typer.Argument(help="A stored run id.")]) -> None:
+def export(
+    run_id: Annotated[str, typer.Argument(help="A stored run id.")],
+    tenant: TenantOption = None,
+) -> None:
     """Print a stored run as a bundle that `verity verify` accepts."""
+    owner = tenant_of(tenant)
     runtime = build_runtime()
     try:
-        bundle = runtime.store.to_bundle(run_id)
+        bundle = runtime.store.to_bundle(run_id, tenant_id=owner)
     finally:
         runtime.store.close()
     sys.stdout.write(bundle.model_dump_json(indent=2) + "\n")

@@ -12,6 +12,9 @@ from models.common import Contract, FallbackType, Intent, RunStatus, Verdict
 from models.evaluation import SelfEvaluation
 from models.state import NextStep
 
+DEFAULT_TENANT = "default"
+"""The owner of runs stored before tenants existed, and of the embedded CLI's runs."""
+
 
 class RunEvent(Contract):
     """One entry of the orchestration trace of a run."""
@@ -50,6 +53,7 @@ class RunRecord(Contract):
     """A diagnosis_run row as a contract."""
 
     run_id: str = Field(description="Run id.")
+    tenant_id: str = Field(description="Owner: sessions, previous turns and reads are its own.")
     session_id: str | None = Field(default=None, description="Conversation session.")
     query: str = Field(description="The user's question.")
     intent: Intent = Field(description="Routed intent.")
@@ -78,6 +82,7 @@ class RunHead(Contract):
     """The few columns a node needs to decide whether to run: read on every task."""
 
     run_id: str = Field(description="Run id.")
+    tenant_id: str = Field(description="Owner; its session's previous turn is looked up in it.")
     status: RunStatus = Field(description="Run status.")
     version: int = Field(ge=0, description="Optimistic-lock version.")
     node: str | None = Field(default=None, description="Last committed node.")

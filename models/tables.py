@@ -86,11 +86,17 @@ class DiagnosisRunRow(Base):
     """`diagnosis_run`: one run, its state and its released outcome."""
 
     __tablename__ = "diagnosis_run"
-    # The reconciler's sweep: non-terminal runs, oldest progress first.
-    __table_args__ = (Index("ix_diagnosis_run_status_updated_at", "status", "updated_at"),)
+    __table_args__ = (
+        # The reconciler's sweep: non-terminal runs, oldest progress first.
+        Index("ix_diagnosis_run_status_updated_at", "status", "updated_at"),
+        # A session's previous turn, and a tenant's runs: sessions are per tenant.
+        Index("ix_diagnosis_run_tenant_id_session_id", "tenant_id", "session_id"),
+    )
 
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    session_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    # The owner (the producer's credentials): every read and cancel is scoped to it.
+    tenant_id: Mapped[str] = mapped_column(String(128))
+    session_id: Mapped[str | None] = mapped_column(String(128))
     query: Mapped[str] = mapped_column(Text)
     intent: Mapped[str] = mapped_column(String(32))
     status: Mapped[str] = mapped_column(String(32))

@@ -34,6 +34,12 @@ class VeritySettings(BaseSettings):
         default=None, description="Celery broker; None means the in-process memory:// worker."
     )
     result_backend: str | None = Field(default=None, description="Celery result backend.")
+    tenant: str | None = Field(
+        default=None,
+        description="The producer's tenant (`VERITY_TENANT`): the owner of the runs it submits "
+        "and the only one whose runs, sessions and previous turns it sees. `VerityClient` needs "
+        "one (this or its `tenant=`); the CLI falls back to `default`.",
+    )
     projection_max_bytes: int = Field(
         default=16384, gt=0, description="Upper bound of a stored projection, in bytes."
     )

@@ -1,8 +1,16 @@
-"""Ids minted by Verity: tool_call_ids shaped like Anthropic `tool_use` ids."""
+"""Ids minted by Verity (tool_call_ids shaped like Anthropic `tool_use` ids), and the check of
+the ids it is given (tenants)."""
 
 from __future__ import annotations
 
 import hashlib
+import re
+
+from pipeline.errors import InputError
+
+TENANT_ID_MAX = 128
+"""Longest tenant id (the `diagnosis_run.tenant_id` column)."""
+_TENANT_ID = re.compile(r"[A-Za-z0-9._:@-]+")
 
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -15,3 +23,15 @@ def mint_tool_call_id(*parts: object) -> str:
         number, digit = divmod(number, 62)
         chars.append(_BASE62[digit])
     return "toolu_01" + "".join(chars)
+
+
+def check_tenant_id(tenant_id: object) -> str:
+    """`tenant_id` if it is a usable owner id: 1 to 128 characters of `A-Z a-z 0-9 . _ : @ -`
+    (no spaces, quotes or control characters: it lands in logs and URLs); InputError else."""
+    if not isinstance(tenant_id, str) or not tenant_id:
+        raise InputError("tenant id must be a non-empty string")
+    if len(tenant_id) > TENANT_ID_MAX:
+        raise InputError(f"tenant id must be at most {TENANT_ID_MAX} characters")
+    if _TENANT_ID.fullmatch(tenant_id) is None:
+        raise InputError(f"tenant id {tenant_id!r} may hold only A-Z a-z 0-9 . _ : @ -")
+    return tenant_id

@@ -19,7 +19,7 @@ from models.agent import Plan, ToolCallRequest, Transcript
 from models.bundle import RunResult
 from models.common import RunStatus
 from models.invocation import ToolInvocation
-from models.run import LlmAttempt, RunHead
+from models.run import DEFAULT_TENANT, LlmAttempt, RunHead
 from models.state import NextStep, PipelineState, RuntimeState
 from pipeline.agents.protocols import Agents, Planner
 from pipeline.bodies.common import Event, NodeContext, NodeInput
@@ -49,6 +49,8 @@ class MemoryRun:
     attempts: list[LlmAttempt] = field(default_factory=list)
     version: int = 0
     visited: list[str] = field(default_factory=list)
+    tenant_id: str = DEFAULT_TENANT
+    """The owner a stored copy would have; an in-memory run looks up no previous turn."""
 
 
 def drive(
@@ -66,8 +68,8 @@ def drive(
             return run
         _run_tools(run, following.tool_call_ids, call_tool)
         spec = graph.spec(following.node)
-        head = RunHead(run_id=run.run_id, status=RunStatus.RUNNING, version=run.version,
-                       node=run.visited[-1] if run.visited else None)
+        head = RunHead(run_id=run.run_id, tenant_id=run.tenant_id, status=RunStatus.RUNNING,
+                       version=run.version, node=run.visited[-1] if run.visited else None)
         inp = NodeInput(head, run.state, run.raw_output if spec.reads_output else None,
                         list(run.invocations) if spec.reads_invocations else [])
         step = graph.advance(ctx, following.node, inp)

@@ -79,14 +79,16 @@ class Runtime:
         self,
         query: str,
         *,
+        tenant_id: str,
         session_id: str | None = None,
         data_source: str | None = None,
         run_id: str | None = None,
         deadline_s: float | None = None,
     ) -> str:
-        """Create the run with its intent routed; the caller dispatches `coordinate(run, 0)`.
-        It must end within `deadline_s` seconds (default `VERITY_RUN_DEADLINE_S`), or the
-        reconciler ends it FAILED."""
+        """Create the run of `tenant_id` with its intent routed; the caller dispatches
+        `coordinate(run, 0)`. `session_id` names one of the tenant's sessions. It must end
+        within `deadline_s` seconds (default `VERITY_RUN_DEADLINE_S`), or the reconciler ends
+        it FAILED."""
         intent = self.agents.classify_intent(query)
         state = RuntimeState(
             pipeline=PipelineState(query=query, intent=intent),
@@ -94,7 +96,7 @@ class Runtime:
             next=NextStep(node=self.graph.entry),
         )
         return self.store.create_run(
-            query=query, intent=intent, session_id=session_id, run_id=run_id,
+            tenant_id=tenant_id, query=query, intent=intent, session_id=session_id, run_id=run_id,
             data_source=data_source, state=_dump(state),
             deadline_s=self.settings.run_deadline_s if deadline_s is None else deadline_s,
             events=[("submit", "accepted", {"intent": intent.value})],
@@ -204,9 +206,10 @@ class Runtime:
             return None
         return result
 
-    def cancel(self, run_id: str) -> bool:
-        """Flag the run and end it CANCELLED now: no node commits or releases after this."""
-        self.store.request_cancel(run_id)
+    def cancel(self, run_id: str, *, tenant_id: str) -> bool:
+        """Flag the tenant's run and end it CANCELLED now: no node commits or releases after
+        this. RunNotFoundError if the tenant has no such run."""
+        self.store.request_cancel(run_id, tenant_id=tenant_id)
         return self.store.cancel_run(run_id, reason="cancel requested")
 
     def context(self, *, evidence_retry: bool = True) -> NodeContext:
@@ -254,8 +257,9 @@ class Runtime:
                         max_items=self.settings.projection_max_items,
                         max_bytes=self.settings.projection_max_bytes)
 
-    def _previous_turn(self, session_id: str, run_id: str) -> PreviousTurn | None:
-        prior = self.store.previous_turn(session_id)
+    def _previous_turn(self, tenant_id: str, session_id: str, run_id: str
+                       ) -> PreviousTurn | None:
+        prior = self.store.previous_turn(tenant_id, session_id)
         if prior is None or prior.run_id == run_id or prior.final_answer is None \
                 or prior.intent is not Intent.DIAGNOSIS:
             return None

@@ -1,20 +1,28 @@
 """The producer API for the web app: submit, get, wait, cancel, events since a sequence number.
 
-    client = VerityClient.from_env()            # VERITY_BROKER_URL, VERITY_DATABASE_URL
-    run_id = client.submit("Why is checkout-service returning 500s?",
+    # VERITY_BROKER_URL, VERITY_DATABASE_URL; the tenant given, else VERITY_TENANT
+    client = VerityClient.from_env(tenant="team-payments")
+    run_id = client.submit("Why is checkout-service returning 500s?", session_id="sre-42",
                            data_source="/srv/verity/scenarios/checkout-500s")
     for event in client.events(run_id, after=0): ...
     record = client.wait(run_id, timeout=60)
     client.cancel(run_id)
 
+A client is bound to one tenant (the producer's credentials) when it is made. The runs it
+submits are that tenant's; sessions and previous turns are per tenant (another tenant's session
+"sre-42" is another session); `get`, `events`, `wait` and `cancel` see only the tenant's runs,
+and another tenant's run id is refused with exactly the error of an unknown one
+(RunNotFoundError), so it tells nothing about whether that run exists.
+
 Or, without this module, enqueue by name: `app.send_task("verity.run.coordinate", (run_id, 0))`
-after creating the run with `Runtime.submit`.
+after creating the run with `Runtime.submit(query, tenant_id=...)`.
 
 Producer-side failures are Verity errors with one-line messages, raised before anything is
-written or with the row removed again: a `data_source` that is missing or not a scenario folder
-(InputError), a database that cannot be reached (StoreUnavailableError), a broker that cannot be
-reached (BrokerUnavailableError: the just-created run is deleted), a broker configured without
-the workers' shared database (ConfigurationError).
+written or with the row removed again: a tenant id that is missing (ConfigurationError) or
+malformed (InputError), a `data_source` that is missing or not a scenario folder (InputError),
+a database that cannot be reached (StoreUnavailableError), a broker that cannot be reached
+(BrokerUnavailableError: the just-created run is deleted), a broker configured without the
+workers' shared database (ConfigurationError).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from models.state import RuntimeState
 from pipeline.config import VeritySettings
 from pipeline.errors import ConfigurationError, InputError, StoreError, VerityError
 from pipeline.factory import load_source, resolve_scenario
+from pipeline.ids import check_tenant_id
 from pipeline.routing import Node
 from pipeline.runtime import Runtime
 
@@ -55,24 +64,35 @@ class RunTimeoutError(VerityError):
 
 
 class VerityClient:
-    """Enqueue runs and read them back; state comes from the store, never from results."""
+    """Enqueue one tenant's runs and read them back; state comes from the store, never from
+    results."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        """Use this runtime's store and agents (submit routes the intent with them)."""
+    def __init__(self, runtime: Runtime, *, tenant: str) -> None:
+        """Act as `tenant` over this runtime's store and agents (submit routes the intent with
+        them); InputError for a tenant id `check_tenant_id` refuses."""
         self.runtime = runtime
+        self.tenant = check_tenant_id(tenant)
 
     @classmethod
-    def from_env(cls) -> VerityClient:
-        """A client over the VERITY_* configured database and broker."""
-        check_settings(VeritySettings())
-        return cls(get_runtime())
+    def from_env(cls, tenant: str | None = None) -> VerityClient:
+        """A client of `tenant` (else VERITY_TENANT) over the VERITY_* configured database and
+        broker; ConfigurationError if neither names a tenant."""
+        settings = VeritySettings()
+        check_settings(settings)
+        chosen = tenant if tenant is not None else settings.tenant or None
+        if chosen is None:
+            raise ConfigurationError(
+                "no tenant: pass VerityClient.from_env(tenant=...) or set VERITY_TENANT")
+        return cls(get_runtime(), tenant=check_tenant_id(chosen))
 
     def submit(
         self, query: str, *, session_id: str | None = None, data_source: str | None = None,
         deadline_s: float | None = None,
     ) -> str:
-        """Create the run and enqueue its coordinator; returns the run id at once. The run
-        must end within `deadline_s` seconds (default `VERITY_RUN_DEADLINE_S`).
+        """Create the tenant's run and enqueue its coordinator; returns the run id at once.
+        `session_id` names one of the tenant's sessions: its latest successful diagnosis is the
+        previous turn. The run must end within `deadline_s` seconds (default
+        `VERITY_RUN_DEADLINE_S`).
 
         InputError (nothing written) for a `data_source` the runtime cannot load;
         BrokerUnavailableError (the run deleted again) if the broker cannot be reached.
@@ -80,8 +100,8 @@ class VerityClient:
         source = self.check_data_source(data_source)
         if deadline_s is not None and not deadline_s > 0:
             raise InputError(f"deadline_s must be a positive number of seconds, not {deadline_s}")
-        run_id = self.runtime.submit(query, session_id=session_id, data_source=source,
-                                     deadline_s=deadline_s)
+        run_id = self.runtime.submit(query, tenant_id=self.tenant, session_id=session_id,
+                                     data_source=source, deadline_s=deadline_s)
         try:
             # A new run starts at plan: naming the node spares the coordinator a read.
             coordinate.apply_async((run_id, 0, Node.PLAN.value),
@@ -118,19 +138,19 @@ class VerityClient:
         try:
             if store.delete_run(run_id):
                 return False
-            record = store.get_run(run_id)
+            record = store.get_run(run_id, tenant_id=self.tenant)
         except StoreError as exc:  # left PENDING: the reconciler sends it once it can
             logger.warning("run %s not removed after its publish failed: %s", run_id, exc)
             return False
         return record.version > 0
 
     def get(self, run_id: str) -> RunRecord:
-        """The run as stored now."""
-        return self.runtime.store.get_run(run_id)
+        """The tenant's run as stored now; RunNotFoundError if the tenant has no such run."""
+        return self.runtime.store.get_run(run_id, tenant_id=self.tenant)
 
     def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
-        """The run's orchestration events with seq > after."""
-        return self.runtime.store.events_since(run_id, after)
+        """The tenant's run's orchestration events with seq > after."""
+        return self.runtime.store.events_since(run_id, after, tenant_id=self.tenant)
 
     def wait(self, run_id: str, *, timeout: float = 120.0, poll: float = 0.05) -> RunRecord:
         """Block until the run is terminal; RunTimeoutError after `timeout` seconds."""
@@ -145,9 +165,10 @@ class VerityClient:
 
     def cancel(self, run_id: str) -> bool:
         """Cancel: no new node or tool starts, late results are discarded, queued tasks are
-        revoked (never terminated). False if the run had already ended."""
-        record, raw = self.runtime.store.get_state(run_id)
-        cancelled = self.runtime.cancel(run_id)
+        revoked (never terminated). False if the run had already ended; RunNotFoundError if
+        the tenant has no such run."""
+        record, raw = self.runtime.store.get_state(run_id, tenant_id=self.tenant)
+        cancelled = self.runtime.cancel(run_id, tenant_id=self.tenant)
         if raw is not None:
             step = RuntimeState.model_validate(raw).next
             ids = pending_task_ids(run_id, record.version, step)

@@ -48,7 +48,7 @@ class Step:
     turn: int = 0
 
 
-def _no_previous_turn(_session_id: str, _run_id: str) -> PreviousTurn | None:
+def _no_previous_turn(_tenant_id: str, _session_id: str, _run_id: str) -> PreviousTurn | None:
     return None
 
 
@@ -60,8 +60,9 @@ class NodeContext:
     agents: Agents
     registry: ToolRegistry
     settings: VeritySettings
-    previous_turn: Callable[[str, str], PreviousTurn | None] = _no_previous_turn
-    """(session_id, this run's id) -> the session's latest successful diagnosis."""
+    previous_turn: Callable[[str, str, str], PreviousTurn | None] = _no_previous_turn
+    """(the run's tenant, session_id, this run's id) -> the latest successful diagnosis of that
+    tenant's session (sessions are per tenant)."""
     evidence_retry: bool = True
     """Whether this driver can run the EVIDENCE_GAP_ONLY cycle (a bundle has no tools)."""
     retry_policy: RetryPolicy | None = None

@@ -29,7 +29,7 @@ def plan(ctx: NodeContext, inp: NodeInput) -> Step:
     gap_mode = pipeline.evidence_retry_count > 0
     previous = None
     if state.session_id and not gap_mode:
-        previous = ctx.previous_turn(state.session_id, record.run_id)
+        previous = ctx.previous_turn(record.tenant_id, state.session_id, record.run_id)
     log = attempt_log(ctx, inp)
     try:
         made = ctx.agents.planner.plan(

@@ -20,7 +20,7 @@ CALL = ToolInvocationRow
 TERMINAL = [status.value for status in RunStatus if status.terminal]
 
 _HEAD = (RUN.run_id, RUN.status, RUN.version, RUN.node, RUN.cancel_requested, RUN.data_source,
-         RUN.session_id, RUN.state)
+         RUN.session_id, RUN.tenant_id, RUN.state)
 SELECT_HEAD = select(*_HEAD).where(RUN.run_id == bindparam("p_run_id"))
 SELECT_HEAD_WITH_OUTPUT = select(*_HEAD, RUN.executor_output_raw).where(
     RUN.run_id == bindparam("p_run_id")
@@ -35,7 +35,7 @@ SELECT_INVOCATIONS = (
 )
 SELECT_TOOL_CALL = (
     select(RUN.status.label("run_status"), RUN.version, RUN.node, RUN.cancel_requested,
-           RUN.data_source, RUN.session_id, *INVOCATION_COLUMNS)
+           RUN.data_source, RUN.session_id, RUN.tenant_id, *INVOCATION_COLUMNS)
     .join(CALL, CALL.run_id == RUN.run_id)
     .where(RUN.run_id == bindparam("p_run_id"), CALL.tool_call_id == bindparam("p_call_id"))
 )

@@ -6,9 +6,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import CursorResult, Result, insert, select, update
+from sqlalchemy import CursorResult, Result, Select, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -26,9 +26,11 @@ from pipeline.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from pipeline.ids import check_tenant_id
 from pipeline.store._engine import _NO_SYNC, _RUN_ID_MAX, _TERMINAL
 
 TERMINAL = _TERMINAL
+_Select = TypeVar("_Select", bound=Select[Any])
 
 
 def _now() -> datetime:
@@ -71,6 +73,7 @@ def _check_same_run(run_id: str, expected: str) -> None:
 def _run_row(
     *,
     run_id: str,
+    tenant_id: str,
     query: str,
     intent: Intent,
     status: RunStatus,
@@ -87,6 +90,7 @@ def _run_row(
     now = _now()
     return DiagnosisRunRow(
         run_id=run_id,
+        tenant_id=check_tenant_id(tenant_id),
         session_id=session_id,
         query=query,
         intent=Intent(intent).value,
@@ -112,8 +116,11 @@ def _add_run(session: Session, row: DiagnosisRunRow) -> None:
         raise StoreError(f"run {row.run_id} already exists") from exc
 
 
-def _load_run(session: Session, run_id: str, *, lock: bool = False) -> DiagnosisRunRow:
-    stmt = select(DiagnosisRunRow).where(DiagnosisRunRow.run_id == run_id)
+def _load_run(session: Session, run_id: str, *, tenant_id: str | None = None,
+              lock: bool = False) -> DiagnosisRunRow:
+    """The run row; RunNotFoundError if there is none, or (given `tenant_id`) it is another
+    tenant's: the same error, so an id of another tenant's run tells nothing."""
+    stmt = _owned(select(DiagnosisRunRow).where(DiagnosisRunRow.run_id == run_id), tenant_id)
     if lock:
         stmt = stmt.with_for_update()
     row = session.scalars(stmt).one_or_none()
@@ -122,12 +129,19 @@ def _load_run(session: Session, run_id: str, *, lock: bool = False) -> Diagnosis
     return row
 
 
-def _require_run(session: Session, run_id: str, *, lock: bool = False) -> None:
-    stmt = select(DiagnosisRunRow.run_id).where(DiagnosisRunRow.run_id == run_id)
+def _require_run(session: Session, run_id: str, *, tenant_id: str | None = None,
+                 lock: bool = False) -> None:
+    stmt = _owned(select(DiagnosisRunRow.run_id).where(DiagnosisRunRow.run_id == run_id),
+                  tenant_id)
     if lock:
         stmt = stmt.with_for_update()
     if session.scalar(stmt) is None:
         raise RunNotFoundError(run_id)
+
+
+def _owned(stmt: _Select, tenant_id: str | None) -> _Select:
+    """`stmt` limited to the tenant's runs; None (worker-internal reads by run id) leaves it."""
+    return stmt if tenant_id is None else stmt.where(DiagnosisRunRow.tenant_id == tenant_id)
 
 
 def _require_invocation(session: Session, run_id: str, tool_call_id: str) -> None:
@@ -343,6 +357,7 @@ def _dump_projection(projection: Projection | None) -> dict[str, Any] | None:
 def _record(row: DiagnosisRunRow) -> RunRecord:
     return RunRecord(
         run_id=row.run_id,
+        tenant_id=row.tenant_id,
         session_id=row.session_id,
         query=row.query,
         intent=Intent(row.intent),

@@ -45,7 +45,7 @@ _INVOCATIONS_JSON = """(
   FROM tool_invocation c WHERE c.run_id = r.run_id)"""
 
 _HEAD = "r.run_id, r.status, r.version, r.node, r.cancel_requested, r.data_source, " \
-        "r.session_id, r.state"
+        "r.session_id, r.tenant_id, r.state"
 
 
 def _node_input(*, output: bool, invocations: bool) -> str:
@@ -130,13 +130,14 @@ SELECT event_seq FROM run
 
 CREATE_RUN = f"""
 WITH run AS (
-  INSERT INTO diagnosis_run (run_id, session_id, query, intent, status, version, source,
-                             source_run_id, cancel_requested, evidence_retry_count,
+  INSERT INTO diagnosis_run (run_id, tenant_id, session_id, query, intent, status, version,
+                             source, source_run_id, cancel_requested, evidence_retry_count,
                              executor_output_raw, state, data_source, event_seq,
                              invocation_seq, created_at, updated_at, deadline_at)
-  VALUES (%(p_run_id)s, %(p_session_id)s, %(p_query)s, %(p_intent)s, %(p_status)s, 0, %(p_source)s,
-          %(p_source_run_id)s, false, 0, %(p_output)s, CAST(%(p_state)s AS json), %(p_data_source)s,
-          %(p_events)s, 0, %(p_now)s, %(p_now)s, %(p_deadline)s)
+  VALUES (%(p_run_id)s, %(p_tenant_id)s, %(p_session_id)s, %(p_query)s, %(p_intent)s,
+          %(p_status)s, 0, %(p_source)s, %(p_source_run_id)s, false, 0, %(p_output)s,
+          CAST(%(p_state)s AS json), %(p_data_source)s, %(p_events)s, 0, %(p_now)s, %(p_now)s,
+          %(p_deadline)s)
   RETURNING event_seq
 ), {_EVENTS_CTE}
 SELECT event_seq FROM run
@@ -183,8 +184,8 @@ SELECT_VERSION = "SELECT version, status FROM diagnosis_run WHERE run_id = %(p_r
 
 SELECT_TOOL_CALL = """
 SELECT r.status, r.version, r.node, r.cancel_requested, r.data_source, r.session_id,
-       c.tool_call_id, c.tool_name, c.arguments, c.status, c.evidence_status, c.projection,
-       c.error
+       r.tenant_id, c.tool_call_id, c.tool_name, c.arguments, c.status, c.evidence_status,
+       c.projection, c.error
 FROM diagnosis_run r JOIN tool_invocation c ON c.run_id = r.run_id
 WHERE r.run_id = %(p_run_id)s AND c.tool_call_id = %(p_call_id)s
 """

@@ -9,6 +9,12 @@ How it stays correct under at-least-once delivery and concurrent workers:
 - per-run sequence numbers (event seq, invocation order) are allocated while holding the run
   row: `SELECT ... FOR UPDATE` on PostgreSQL, a write transaction (`BEGIN IMMEDIATE`) on SQLite;
 - `open()` migrates to head inside one transaction, under an advisory lock on PostgreSQL.
+
+Every run has an owner (`tenant_id`). The reads and the cancel a producer makes (`get_run`,
+`get_state`, `events_since`, `list_runs`, `to_bundle`, `request_cancel`, `previous_turn`) take
+the tenant and filter on it in SQL; another tenant's run id is refused exactly like an unknown
+one (RunNotFoundError). The workers' paths (node input, commits, tool calls, leases, the
+reconciler) go by run id alone.
 """
 
 from __future__ import annotations
@@ -156,6 +162,7 @@ class RunStore(LeaseStore):
     def create_run(
         self,
         *,
+        tenant_id: str,
         query: str,
         intent: Intent,
         session_id: str | None = None,
@@ -169,13 +176,15 @@ class RunStore(LeaseStore):
         events: Sequence[tuple[str, str, dict[str, Any]]] = (),
         deadline_s: float | None = None,
     ) -> str:
-        """Insert a run at version 0 and return its id (a uuid4 hex when none is given).
+        """Insert a run of `tenant_id` at version 0 and return its id (a uuid4 hex when none
+        is given); InputError for a tenant id `check_tenant_id` refuses.
 
         The run must end within `deadline_s` seconds (default: the store's `run_deadline_s`),
         else the reconciler ends it FAILED.
         """
         row = _run_row(
             run_id=run_id or uuid4().hex,
+            tenant_id=tenant_id,
             query=query,
             intent=intent,
             status=status,
@@ -187,7 +196,8 @@ class RunStore(LeaseStore):
         )
         if self._pg:
             params = {
-                "p_run_id": row.run_id, "p_session_id": session_id, "p_query": query,
+                "p_run_id": row.run_id, "p_tenant_id": row.tenant_id,
+                "p_session_id": session_id, "p_query": query,
                 "p_intent": row.intent, "p_status": row.status, "p_source": source,
                 "p_source_run_id": source_run_id, "p_output": executor_output_raw,
                 "p_state": _pg.dumps(state) if state is not None else None,
@@ -205,10 +215,12 @@ class RunStore(LeaseStore):
             _write_events(session, row.run_id, events, last_seq=len(events))
         return row.run_id
 
-    def get_state(self, run_id: str) -> tuple[RunRecord, dict[str, Any] | None]:
-        """The run and its runtime state document, read together."""
+    def get_state(self, run_id: str, *, tenant_id: str
+                  ) -> tuple[RunRecord, dict[str, Any] | None]:
+        """The tenant's run and its runtime state document, read together; RunNotFoundError
+        if the tenant has no such run."""
         with self._read() as session:
-            row = _load_run(session, run_id)
+            row = _load_run(session, run_id, tenant_id=tenant_id)
             return _record(row), row.state
 
     def get_head(
@@ -231,9 +243,9 @@ class RunStore(LeaseStore):
                                         {"p_run_id": run_id})
             if found is None:
                 raise RunNotFoundError(run_id)
-            head = _head(run_id, *found[1:7])
-            calls = [_invocation_of(**item) for item in found[9] or ()]
-            return head, found[7], found[8], calls
+            head = _head(run_id, *found[1:8])
+            calls = [_invocation_of(**item) for item in found[10] or ()]
+            return head, found[8], found[9], calls
         stmt = _hot.SELECT_HEAD_WITH_OUTPUT if with_executor_output else _hot.SELECT_HEAD
         with self._connect_read() as connection:
             row = connection.execute(stmt, {"p_run_id": run_id}).one_or_none()
@@ -241,7 +253,7 @@ class RunStore(LeaseStore):
                 raise RunNotFoundError(run_id)
             invocations = _invocation_rows(connection, run_id) if with_invocations else []
         head = _head(run_id, row.status, row.version, row.node, row.cancel_requested,
-                     row.data_source, row.session_id)
+                     row.data_source, row.session_id, row.tenant_id)
         raw = row.executor_output_raw if with_executor_output else None
         return head, row.state, raw, invocations
 
@@ -334,13 +346,13 @@ class RunStore(LeaseStore):
             found = self._hot.fetch_one(_pg.SELECT_TOOL_CALL, params)
             if found is None:
                 return None
-            return _head(run_id, *found[:6]), _invocation_of(*found[6:])
+            return _head(run_id, *found[:7]), _invocation_of(*found[7:])
         with self._connect_read() as connection:
             row = connection.execute(_hot.SELECT_TOOL_CALL, params).one_or_none()
         if row is None:
             return None
         head = _head(run_id, row.run_status, row.version, row.node, row.cancel_requested,
-                     row.data_source, row.session_id)
+                     row.data_source, row.session_id, row.tenant_id)
         return head, _invocation(row)
 
     def cancel_run(self, run_id: str, *, reason: str = "cancel requested",
@@ -409,14 +421,16 @@ class RunStore(LeaseStore):
         with self._connect_write() as connection:
             return bool(connection.execute(_sweep.delete_unstarted(run_id)).rowcount == 1)
 
-    def previous_turn(self, session_id: str) -> RunRecord | None:
-        """The latest DIAGNOSIS run of the session that ended SUCCESS, if any.
+    def previous_turn(self, tenant_id: str, session_id: str) -> RunRecord | None:
+        """The latest DIAGNOSIS run of the tenant's session that ended SUCCESS, if any: a
+        session id is the tenant's own, another tenant's session of that name is another.
 
         Fallback, failed and cancelled runs are never a previous turn.
         """
         stmt = (
             select(DiagnosisRunRow)
             .options(defer(DiagnosisRunRow.executor_output_raw), defer(DiagnosisRunRow.state))
+            .where(DiagnosisRunRow.tenant_id == tenant_id)
             .where(DiagnosisRunRow.session_id == session_id)
             .where(DiagnosisRunRow.intent == Intent.DIAGNOSIS.value)
             .where(DiagnosisRunRow.status == RunStatus.SUCCESS.value)
@@ -427,22 +441,25 @@ class RunStore(LeaseStore):
             row = session.scalars(stmt).one_or_none()
             return _record(row) if row is not None else None
 
-    def get_run(self, run_id: str) -> RunRecord:
-        """The run as a contract; RunNotFoundError if there is none."""
+    def get_run(self, run_id: str, *, tenant_id: str) -> RunRecord:
+        """The tenant's run as a contract; RunNotFoundError if there is none, or it is another
+        tenant's (the same error: a run id tells another tenant nothing)."""
         with self._read() as session:
-            return _record(_load_run(session, run_id))
+            return _record(_load_run(session, run_id, tenant_id=tenant_id))
 
     def list_runs(
         self,
         *,
+        tenant_id: str,
         limit: int = 20,
         session_id: str | None = None,
         statuses: Collection[RunStatus] | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first, optionally of one session and in some statuses."""
+        """The tenant's runs, newest first, optionally of one session and in some statuses."""
         stmt = (
             select(DiagnosisRunRow)
             .options(defer(DiagnosisRunRow.executor_output_raw), defer(DiagnosisRunRow.state))
+            .where(DiagnosisRunRow.tenant_id == tenant_id)
             .order_by(DiagnosisRunRow.created_at.desc(), DiagnosisRunRow.run_id.desc())
             .limit(limit)
         )
@@ -515,16 +532,19 @@ class RunStore(LeaseStore):
     def save_verified_run(
         self,
         *,
+        tenant_id: str,
         bundle: RunBundle,
         result: RunResult,
         events: list[tuple[str, str, dict[str, Any]]],
         attempts: list[LlmAttempt],
     ) -> str:
-        """Store a `verity verify` outcome as a new finalized run; all of it or nothing."""
+        """Store a `verity verify` outcome as a new finalized run of `tenant_id`; all of it or
+        nothing."""
         for attempt in attempts:
             _check_same_run(attempt.run_id, result.run_id)
         row = _run_row(
             run_id=result.run_id,
+            tenant_id=tenant_id,
             query=bundle.query,
             intent=bundle.intent,
             status=RunStatus.RUNNING,
@@ -543,18 +563,19 @@ class RunStore(LeaseStore):
             _finalize(session, row.run_id, result, expected_version=None)
         return row.run_id
 
-    def request_cancel(self, run_id: str) -> bool:
-        """Flag the run for cancellation; False if it is already terminal."""
+    def request_cancel(self, run_id: str, *, tenant_id: str) -> bool:
+        """Flag the tenant's run for cancellation; False if it is already terminal,
+        RunNotFoundError if the tenant has no such run."""
         stmt = (
             update(DiagnosisRunRow)
-            .where(DiagnosisRunRow.run_id == run_id)
+            .where(DiagnosisRunRow.run_id == run_id, DiagnosisRunRow.tenant_id == tenant_id)
             .where(DiagnosisRunRow.status.not_in(_TERMINAL))
             .values(cancel_requested=True, updated_at=_now())
         )
         with self._write() as session:
             if _rowcount(session.execute(stmt, execution_options=_NO_SYNC)) == 1:
                 return True
-            _require_run(session, run_id)
+            _require_run(session, run_id, tenant_id=tenant_id)
             return False
 
     def is_cancel_requested(self, run_id: str) -> bool:
@@ -582,10 +603,11 @@ class RunStore(LeaseStore):
         with self._read() as session:
             return _load_run(session, run_id).executor_output_raw
 
-    def to_bundle(self, run_id: str) -> RunBundle:
-        """The run as a bundle (`verity export`); StoreError if it has no Executor output."""
+    def to_bundle(self, run_id: str, *, tenant_id: str) -> RunBundle:
+        """The tenant's run as a bundle (`verity export`); StoreError if it has no Executor
+        output, RunNotFoundError if the tenant has no such run."""
         with self._read() as session:
-            row = _load_run(session, run_id)
+            row = _load_run(session, run_id, tenant_id=tenant_id)
             invocations = _invocations(session, run_id)
         if row.executor_output_raw is None:
             raise StoreError(f"run {run_id} has no executor output to export")
@@ -668,19 +690,22 @@ class RunStore(LeaseStore):
             return _insert_event(session, run_id, node=node, kind=kind, payload=payload or {})
 
     def events_since(
-        self, run_id: str, seq: int = 0, *, limit: int | None = None
+        self, run_id: str, seq: int = 0, *, tenant_id: str, limit: int | None = None
     ) -> list[RunEvent]:
-        """Events with a seq above `seq`, ascending (at most `limit` of them)."""
+        """The tenant's run's events with a seq above `seq`, ascending (at most `limit` of
+        them); RunNotFoundError if the tenant has no such run."""
         stmt = (
             select(RunEventRow)
-            .where(RunEventRow.run_id == run_id, RunEventRow.seq > seq)
+            .join(DiagnosisRunRow, DiagnosisRunRow.run_id == RunEventRow.run_id)
+            .where(RunEventRow.run_id == run_id, DiagnosisRunRow.tenant_id == tenant_id,
+                   RunEventRow.seq > seq)
             .order_by(RunEventRow.seq)
             .limit(limit)
         )
         with self._read() as session:
             events = [_event(row) for row in session.scalars(stmt)]
             if not events:
-                _require_run(session, run_id)
+                _require_run(session, run_id, tenant_id=tenant_id)
             return events
 
     def record_attempt(self, attempt: LlmAttempt) -> None:
@@ -717,10 +742,10 @@ def _write_attempts(session: Session | Connection, attempts: Sequence[LlmAttempt
 
 
 def _head(run_id: str, status: str, version: int, node: str | None, cancel_requested: bool,
-          data_source: str | None, session_id: str | None) -> RunHead:
+          data_source: str | None, session_id: str | None, tenant_id: str) -> RunHead:
     return RunHead(run_id=run_id, status=RunStatus(status), version=version, node=node,
                    cancel_requested=cancel_requested, data_source=data_source,
-                   session_id=session_id)
+                   session_id=session_id, tenant_id=tenant_id)
 
 
 def _invocation_rows(connection: Connection, run_id: str) -> list[ToolInvocation]:

@@ -175,6 +175,7 @@ def base_env(redis_url: str, database_url: str, home: Path) -> dict[str, str]:
         "VERITY_BROKER_URL": redis_url,
         "VERITY_RESULT_BACKEND": redis_url,
         "VERITY_DATABASE_URL": database_url,
+        "VERITY_TENANT": "chaos",
         "VERITY_VISIBILITY_TIMEOUT": "6",
         # a dead copy's lease must lapse before its message is redelivered (TTL <= half)
         "VERITY_LEASE_TTL_S": "3",

@@ -54,7 +54,7 @@ def test_run__a_broker_that_is_down_is_one_line_and_leaves_no_run(
                    "checkout-pool-exhaustion", env=env)
     _one_line(done, 1, "verity: error: broker unavailable: ", "refused")
     with RunStore.open(database) as store:
-        assert store.list_runs() == []
+        assert store.list_runs(tenant_id="default") == []
 
 
 @pytest.mark.postgres
@@ -97,9 +97,9 @@ def test_reconcile__once_with_a_broker_that_is_down_still_fails_overdue_runs(
 
     database = f"sqlite:///{tmp_path / 'shared.db'}"
     with RunStore.open(database) as store:
-        overdue = store.create_run(query="q", intent=Intent.DIAGNOSIS, deadline_s=0.001,
-                                   state={"next": {"node": "plan"}})
-        stalled = store.create_run(query="q", intent=Intent.DIAGNOSIS,
+        overdue = store.create_run(tenant_id="default", query="q", intent=Intent.DIAGNOSIS,
+                                   deadline_s=0.001, state={"next": {"node": "plan"}})
+        stalled = store.create_run(tenant_id="default", query="q", intent=Intent.DIAGNOSIS,
                                    state={"next": {"node": "plan"}})
     env.update(VERITY_BROKER_URL=f"redis://127.0.0.1:{_closed_port()}/0",
                VERITY_DATABASE_URL=database, VERITY_RECONCILE_STALE_S="0.001")
@@ -109,5 +109,6 @@ def test_reconcile__once_with_a_broker_that_is_down_still_fails_overdue_runs(
     assert json.loads(done.stdout) == {"resent": 0, "failed_deadline": 1, "cancelled": 0,
                                        "invalid": 0, "resend_errors": 1}
     with RunStore.open(database) as store:
-        assert store.get_run(overdue).status.value == "FAILED"
-        assert store.get_run(stalled).status.value == "PENDING"  # re-sent once Redis is back
+        assert store.get_run(overdue, tenant_id="default").status.value == "FAILED"
+        # re-sent once Redis is back
+        assert store.get_run(stalled, tenant_id="default").status.value == "PENDING"

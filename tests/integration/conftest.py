@@ -24,6 +24,8 @@ import redis
 from pipeline.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
+TENANT = "team-a"
+"""The producers' tenant (VERITY_TENANT): the owner of the runs they submit."""
 
 
 @pytest.fixture
@@ -48,6 +50,7 @@ def runtime_env(postgres_url: str, redis_db_url: str, tmp_path: Path) -> dict[st
         "VERITY_BROKER_URL": redis_db_url,
         "VERITY_RESULT_BACKEND": redis_db_url,
         "VERITY_DATABASE_URL": postgres_url,
+        "VERITY_TENANT": TENANT,
         "VERITY_VISIBILITY_TIMEOUT": "3",
         # a dead copy's node lease must have expired when its message is redelivered
         "VERITY_LEASE_TTL_S": "1.5",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import RunStore
-from tests.integration.conftest import ROOT, Workers, produce, wait_for
+from tests.integration.conftest import ROOT, TENANT, Workers, produce, wait_for
 from tests.integration.test_worker_runs import CHECKOUT, QUESTION
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -52,7 +52,8 @@ def test_flower_lists_run_tasks_by_readable_name(
         workers.start()
         code = f"print(client.submit({QUESTION!r}, data_source={CHECKOUT!r}))"
         run_id = produce(runtime_env, code)
-        wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=60, what="the run")
+        wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).status.terminal, timeout=60,
+                 what="the run")
         time.sleep(1)  # let the last task events reach Flower
         tasks = _get(f"http://127.0.0.1:{port}/api/tasks?limit=500")
         assert isinstance(tasks, dict)

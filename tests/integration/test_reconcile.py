@@ -15,7 +15,7 @@ import redis
 from models.common import RunStatus
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.store import RunStore
-from tests.integration.conftest import ROOT, Workers, produce, wait_for
+from tests.integration.conftest import ROOT, TENANT, Workers, produce, wait_for
 from tests.integration.test_worker_runs import _assert_exactly_once
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -43,7 +43,8 @@ def _start_beat_worker(workers: Workers, *, faults: str = "") -> subprocess.Pope
 
 
 def _reconcile_events(store: RunStore, run_id: str) -> list[tuple[str, dict[str, object]]]:
-    return [(e.kind, e.payload) for e in store.events_since(run_id) if e.node == "reconcile"]
+    return [(e.kind, e.payload) for e in store.events_since(run_id, tenant_id=TENANT)
+            if e.node == "reconcile"]
 
 
 def test_a_submit_that_never_reached_the_broker_is_resent_and_succeeds(
@@ -51,13 +52,14 @@ def test_a_submit_that_never_reached_the_broker_is_resent_and_succeeds(
 ) -> None:
     # the producer API's own store creates the run, and nothing is published
     run_id = produce(runtime_env, (
-        f"print(client.runtime.submit({QUESTION!r}, data_source={CHECKOUT!r}))"))
-    assert run_store.get_run(run_id).status is RunStatus.PENDING
+        f"print(client.runtime.submit({QUESTION!r}, data_source={CHECKOUT!r}, "
+        "tenant_id=client.tenant))"))
+    assert run_store.get_run(run_id, tenant_id=TENANT).status is RunStatus.PENDING
     _start_beat_worker(workers)
-    wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=60,
+    wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).status.terminal, timeout=60,
              what="the reconciler to send the run")
-    record = run_store.get_run(run_id)
-    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
+    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id, tenant_id=TENANT)
     assert record.reconcile_count == 1
     assert _reconcile_events(run_store, run_id) == [
         ("resent", {"node": "plan", "version": 0, "tool_call_ids": []})]
@@ -73,19 +75,19 @@ def test_a_redis_that_lost_its_queues_loses_no_run(
     Redis restart without persistence): no redelivery can come; the reconciler re-sends."""
     first = workers.start(faults="delay:verify=3")
     run_id = produce(runtime_env, f"print(client.submit({QUESTION!r}, data_source={CHECKOUT!r}))")
-    wait_for(lambda: run_store.get_run(run_id).node == "gatekeep", timeout=60,
+    wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).node == "gatekeep", timeout=60,
              what="the Verifier to start")
     time.sleep(0.5)
     workers.kill(first)
     client = redis.Redis.from_url(redis_db_url)
     client.flushdb()  # the unacked verify message is gone with everything else
     client.close()
-    assert run_store.get_run(run_id).status is RunStatus.RUNNING
+    assert run_store.get_run(run_id, tenant_id=TENANT).status is RunStatus.RUNNING
     _start_beat_worker(workers)
-    wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=90,
+    wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).status.terminal, timeout=90,
              what="the reconciler to finish the run")
-    record = run_store.get_run(run_id)
-    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
+    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id, tenant_id=TENANT)
     resent = [payload for kind, payload in _reconcile_events(run_store, run_id)
               if kind == "resent"]
     assert resent and resent[0]["node"] == "verify"
@@ -98,18 +100,18 @@ def test_a_run_past_its_deadline_ends_failed(
     _start_beat_worker(workers, faults="delay:verify=8")
     run_id = produce(runtime_env, (
         f"print(client.submit({QUESTION!r}, data_source={CHECKOUT!r}, deadline_s=3))"))
-    wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=30,
+    wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).status.terminal, timeout=30,
              what="the deadline to end the run")
-    record = run_store.get_run(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.FAILED
     assert record.final_answer is None and record.finished_at is not None
     assert _reconcile_events(run_store, run_id) == [
         ("failed", {"reason": "RUN_DEADLINE_EXCEEDED", "error": "run deadline of 3 s exceeded"})]
-    ended = run_store.events_since(run_id)[-1].seq
+    ended = run_store.events_since(run_id, tenant_id=TENANT)[-1].seq
     time.sleep(7)  # the Verifier's late commit arrives now and must change nothing
-    record = run_store.get_run(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.FAILED and record.final_answer is None
-    assert run_store.events_since(run_id, ended) == []
+    assert run_store.events_since(run_id, ended, tenant_id=TENANT) == []
 
 
 def test_verity_reconcile_once_resends_over_the_broker(
@@ -117,7 +119,8 @@ def test_verity_reconcile_once_resends_over_the_broker(
 ) -> None:
     """The standalone service: one in-process sweep that publishes to the workers."""
     run_id = produce(runtime_env, (
-        f"print(client.runtime.submit({QUESTION!r}, data_source={CHECKOUT!r}))"))
+        f"print(client.runtime.submit({QUESTION!r}, data_source={CHECKOUT!r}, "
+        "tenant_id=client.tenant))"))
     workers.start()  # no beat: only `verity reconcile` can send this run
     time.sleep(1.5)
     done = subprocess.run(
@@ -126,9 +129,9 @@ def test_verity_reconcile_once_resends_over_the_broker(
         timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["resent"] == 1
-    wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=60,
+    wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).status.terminal, timeout=60,
              what="the re-sent run to finish")
-    assert run_store.get_run(run_id).status is RunStatus.SUCCESS
+    assert run_store.get_run(run_id, tenant_id=TENANT).status is RunStatus.SUCCESS
     _assert_exactly_once(run_store, run_id)
 
 
@@ -142,10 +145,10 @@ def test_an_outage_past_the_retry_budget_is_finished_by_the_reconciler(
                    "VERITY_TEST_OUTAGE_S": "9"}
     _start_beat_worker(workers)
     run_id = produce(runtime_env, f"print(client.submit({QUESTION!r}, data_source={CHECKOUT!r}))")
-    wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=60,
+    wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).status.terminal, timeout=60,
              what="the run to finish after the outage")
-    record = run_store.get_run(run_id)
-    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
+    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id, tenant_id=TENANT)
     resent = [p for kind, p in _reconcile_events(run_store, run_id) if kind == "resent"]
     assert resent and {p["node"] for p in resent} == {"verify"}
     log = (workers.log_dir / "worker-0.log").read_text()

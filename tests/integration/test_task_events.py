@@ -14,7 +14,7 @@ import redis
 
 from pipeline.store import RunStore
 from tasks.events import EVENT_FLUSH_S
-from tests.integration.conftest import Workers, produce, wait_for
+from tests.integration.conftest import TENANT, Workers, produce, wait_for
 from tests.integration.test_worker_runs import CHECKOUT, QUESTION
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -64,7 +64,8 @@ def test_a_run_s_task_events_arrive_complete_and_batched(
 ) -> None:
     workers.start()
     run_id = produce(runtime_env, f"print(client.submit({QUESTION!r}, data_source={CHECKOUT!r}))")
-    wait_for(lambda: run_store.get_run(run_id).status.terminal, timeout=60, what="the run")
+    wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).status.terminal, timeout=60,
+             what="the run")
     mine = lambda: [e for e in publishes.events()  # noqa: E731
                     if e.get("type", "").startswith("task-")
                     and str(e.get("uuid", "")).startswith(run_id)]

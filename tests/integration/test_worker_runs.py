@@ -12,7 +12,7 @@ from models.common import RunStatus
 from models.invocation import LifecycleStatus
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.store import RunStore
-from tests.integration.conftest import Workers, produce, wait_for
+from tests.integration.conftest import TENANT, Workers, produce, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -25,7 +25,7 @@ def _submit(env: dict[str, str], query: str = QUESTION, source: str = CHECKOUT) 
 
 
 def _terminal(store: RunStore, run_id: str, timeout: float = 60) -> None:
-    wait_for(lambda: store.get_run(run_id).status.terminal, timeout=timeout,
+    wait_for(lambda: store.get_run(run_id, tenant_id=TENANT).status.terminal, timeout=timeout,
              what=f"run {run_id} to end")
 
 
@@ -34,7 +34,7 @@ def _assert_exactly_once(store: RunStore, run_id: str) -> None:
     ids = [i.tool_call_id for i in invocations]
     assert len(ids) == len(set(ids))
     assert all(i.status is not LifecycleStatus.PROJECTING for i in invocations)
-    events = store.events_since(run_id)
+    events = store.events_since(run_id, tenant_id=TENANT)
     finals = [e for e in events if e.node == "finalize"]
     assert len(finals) == 1, finals
     attempts = Counter((a.role, a.cycle, a.attempt_number) for a in store.list_attempts(run_id))
@@ -45,13 +45,13 @@ def test_full_run(workers: Workers, runtime_env: dict[str, str], run_store: RunS
     workers.start()
     run_id = _submit(runtime_env)
     _terminal(run_store, run_id)
-    record = run_store.get_run(run_id)
-    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
+    assert record.status is RunStatus.SUCCESS, run_store.events_since(run_id, tenant_id=TENANT)
     assert record.verdict is not None and record.verdict.value == "PASS"
     assert record.self_evaluation is not None and record.final_answer is not None
     allowed = record.self_evaluation.verifier_evaluation.claim_checks
     assert allowed and "v2.3.1" in record.final_answer.answer_summary
-    nodes = [e.node for e in run_store.events_since(run_id)]
+    nodes = [e.node for e in run_store.events_since(run_id, tenant_id=TENANT)]
     assert nodes[0] == "submit" and nodes[-1] == "finalize"
     assert {"plan", "execute", "gatekeep", "verify", "compose"} <= set(nodes)
     _assert_exactly_once(run_store, run_id)
@@ -72,8 +72,8 @@ def test_full_run(workers: Workers, runtime_env: dict[str, str], run_store: RunS
 
 def _version_of(store: RunStore, run_id: str, node: str) -> int:
     """The version a node ran at: the number of commits before its own."""
-    commits = [e for e in store.events_since(run_id) if e.kind in ("completed", "tool_calls")
-               and e.node not in ("submit", "finalize")]
+    commits = [e for e in store.events_since(run_id, tenant_id=TENANT)
+               if e.kind in ("completed", "tool_calls") and e.node not in ("submit", "finalize")]
     return next(i for i, e in enumerate(commits) if e.node == node)
 
 
@@ -87,7 +87,7 @@ def test_a_worker_per_queue_group(
     run_ids = [_submit(runtime_env) for _ in range(2)]
     for run_id in run_ids:
         _terminal(run_store, run_id)
-        assert run_store.get_run(run_id).status is RunStatus.SUCCESS
+        assert run_store.get_run(run_id, tenant_id=TENANT).status is RunStatus.SUCCESS
         _assert_exactly_once(run_store, run_id)
     llm_log, short_log = (workers.log_dir / f"worker-{i}.log" for i in range(2))
     ran_llm = llm_log.read_text()
@@ -116,7 +116,8 @@ def test_producer_api_events_and_wait(
     assert result["status"] == "SUCCESS"
     assert result["seqs"] and min(result["seqs"]) == 3
     assert result["seqs"] == sorted(result["seqs"])
-    assert len(run_store.events_since(result["run_id"])) == len(result["seqs"]) + 2
+    assert len(run_store.events_since(result["run_id"],
+                                      tenant_id=TENANT)) == len(result["seqs"]) + 2
 
 
 def test_cancel_mid_flight_releases_nothing(
@@ -124,16 +125,16 @@ def test_cancel_mid_flight_releases_nothing(
 ) -> None:
     workers.start(faults="delay:verify=4")
     run_id = _submit(runtime_env)
-    wait_for(lambda: run_store.get_run(run_id).node == "gatekeep", timeout=60,
+    wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).node == "gatekeep", timeout=60,
              what="the Verifier to start")
     assert produce(runtime_env, f"print(client.cancel({run_id!r}))") == "True"
-    record = run_store.get_run(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.CANCELLED
     time.sleep(6)  # the Verifier's late result arrives now and must be discarded
-    record = run_store.get_run(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.CANCELLED
     assert record.final_answer is None and record.self_evaluation is None
-    events = run_store.events_since(run_id)
+    events = run_store.events_since(run_id, tenant_id=TENANT)
     cancelled = next(e.seq for e in events if e.kind == "cancelled")
     assert [e for e in events if e.seq > cancelled] == []
     assert not [e for e in events if e.node in ("verify", "compose", "finalize")]
@@ -144,14 +145,14 @@ def test_worker_killed_mid_node_finishes_once(
 ) -> None:
     first = workers.start(faults="delay:verify=3")
     run_id = _submit(runtime_env)
-    wait_for(lambda: run_store.get_run(run_id).node == "gatekeep", timeout=60,
+    wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).node == "gatekeep", timeout=60,
              what="the Verifier to start")
     time.sleep(1)
     workers.kill(first)  # SIGKILL in the middle of the verify node
-    assert run_store.get_run(run_id).status is RunStatus.RUNNING
+    assert run_store.get_run(run_id, tenant_id=TENANT).status is RunStatus.RUNNING
     workers.start()
     _terminal(run_store, run_id, timeout=90)
-    record = run_store.get_run(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.SUCCESS
     _assert_exactly_once(run_store, run_id)
 
@@ -162,7 +163,7 @@ def test_a_tool_that_raises_ends_error_not_a_crashed_run(
     workers.start(faults="raise:query_metrics")
     run_id = _submit(runtime_env)
     _terminal(run_store, run_id)
-    record = run_store.get_run(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
     assert record.status in (RunStatus.SUCCESS, RunStatus.FALLBACK)
     failed = [i for i in run_store.list_invocations(run_id) if i.tool_name == "query_metrics"]
     assert failed and all(i.status is LifecycleStatus.ERROR for i in failed)
@@ -179,8 +180,8 @@ def test_evidence_retry_cycle_runs_exactly_once(
     workers.start()
     run_id = _submit(runtime_env)
     _terminal(run_store, run_id)
-    record = run_store.get_run(run_id)
-    events = run_store.events_since(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
+    events = run_store.events_since(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.SUCCESS, events
     assert record.verdict is not None and record.verdict.value == "LOW_CONFID"
     assert [e.kind for e in events].count("evidence_retry") == 1
@@ -215,7 +216,8 @@ def test_cli_run_enqueues_to_real_workers(
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert (result["status"], result["verdict"]) == ("SUCCESS", "PASS")
-    record = run_store.get_run(result["run_id"])  # stored in the workers' PostgreSQL
+    record = run_store.get_run(result["run_id"],
+                               tenant_id=TENANT)  # stored in the workers' PostgreSQL
     assert record.status is RunStatus.SUCCESS
     worker_log = "\n".join(p.read_text() for p in workers.log_dir.glob("worker-*.log"))
     assert f"verity.node.plan[{result['run_id']}-plan-0] received" in worker_log
@@ -231,8 +233,8 @@ def test_the_evidence_retry_scenario_closes_its_gap_and_keeps_its_root_cause(
     source = str(default_scenarios_dir() / "catalog-pricing-rate-limit")
     run_id = _submit(runtime_env, "Why is catalog-service returning 503s?", source)
     _terminal(run_store, run_id)
-    record = run_store.get_run(run_id)
-    events = run_store.events_since(run_id)
+    record = run_store.get_run(run_id, tenant_id=TENANT)
+    events = run_store.events_since(run_id, tenant_id=TENANT)
     assert (record.status, record.verdict and record.verdict.value) == (RunStatus.SUCCESS,
                                                                        "PASS"), events
     retry = [e.payload for e in events if e.kind == "evidence_retry"]

@@ -27,6 +27,9 @@ from pipeline.store import RunStore
 from tests.providers.helpers import MODEL, USAGE, Sleeps, tool_reply
 from tests.spec.helpers import verifier_reply
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 PAYLOAD = b'{"claims":[{"claim_id":"c1"}]}'
 GOOD = verifier_reply("PASS", {"c1": "direct_observation"})
 
@@ -170,7 +173,7 @@ def test_attempt_call__remote_flag_without_a_journal_keeps_rows_for_the_commit()
 def test_journal__on_the_store_rows_complete_and_nothing_is_left_for_the_commit(
     store: RunStore,
 ) -> None:
-    run_id = store.create_run(query="q", intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS)
     provider = ScriptedProvider().enqueue(
         tool_reply("submit_verification", {"not": "a verification"}),
         tool_reply("submit_verification", GOOD))

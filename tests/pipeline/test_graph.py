@@ -20,6 +20,9 @@ from pipeline.scenarios import load_scenario
 from pipeline.tools import default_registry
 from pipeline.verification import load_bundle, verify_bundle
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 SCENARIOS = ["checkout-pool-exhaustion", "billing-no-evidence", "inventory-oom-crashloop"]
 Shape = list[tuple[str, str, tuple[str, ...]]]
 
@@ -110,11 +113,11 @@ def test_drivers__visit_the_same_nodes_with_the_same_events(
 
     path = resolve_scenario(name, None)
     scenario = load_scenario(Path(path))
-    client = VerityClient(celery_runtime)
+    client = VerityClient(celery_runtime, tenant=TENANT)
     run_id = client.submit(scenario.meta.question, data_source=path)
     record = client.wait(run_id, timeout=60)
     assert record.status in (RunStatus.SUCCESS, RunStatus.FALLBACK)
-    celery_events = _shape(celery_runtime.store.events_since(run_id))
+    celery_events = _shape(celery_runtime.store.events_since(run_id, tenant_id=TENANT))
 
     # in process: the same graph, every tool inline, the whole run
     loop = run_in_process(scenario.meta.question, source=scenario, registry=default_registry())
@@ -125,7 +128,7 @@ def test_drivers__visit_the_same_nodes_with_the_same_events(
         i.tool_call_id for i in celery_runtime.store.list_invocations(run_id)]
 
     # verity verify on the stored run's bundle: the same events from execute's last step on
-    bundle = load_bundle(celery_runtime.store.to_bundle(run_id).model_dump_json())
+    bundle = load_bundle(celery_runtime.store.to_bundle(run_id, tenant_id=TENANT).model_dump_json())
     verified = verify_bundle(bundle, verifier=offline_agents().verifier,
                              composer=offline_agents().composer)
     tail = celery_events[max(i for i, e in enumerate(celery_events)

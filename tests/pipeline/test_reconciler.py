@@ -18,6 +18,9 @@ from pipeline.errors import BrokerUnavailableError
 from pipeline.reconciler import SweepReport, sweep
 from pipeline.store import RunStore, make_engine
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 LATER = timedelta(minutes=5)
 PLAN = NextStep(node="plan")
 
@@ -41,7 +44,7 @@ class Sent:
 
 def _run(store: RunStore, step: NextStep | None = PLAN, **kwargs: Any) -> str:
     state = {"pipeline": {"query": "why?"}, "next": step.model_dump(mode="json") if step else None}
-    return store.create_run(query="why?", intent=Intent.DIAGNOSIS, state=state,
+    return store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS, state=state,
                             events=[("submit", "accepted", {})], **kwargs)
 
 
@@ -51,7 +54,8 @@ def _sweep(store: RunStore, resend: Sent, *, now: datetime | None = None) -> Swe
 
 
 def _reconcile_events(store: RunStore, run_id: str) -> list[tuple[str, dict[str, Any]]]:
-    return [(e.kind, e.payload) for e in store.events_since(run_id) if e.node == "reconcile"]
+    return [(e.kind, e.payload) for e in store.events_since(run_id, tenant_id=TENANT)
+            if e.node == "reconcile"]
 
 
 def test_sweep__a_submit_that_never_reached_the_broker_is_sent_again(store: RunStore) -> None:
@@ -62,7 +66,7 @@ def test_sweep__a_submit_that_never_reached_the_broker_is_sent_again(store: RunS
     assert resend.calls == [(run_id, 0, PLAN)]
     assert _reconcile_events(store, run_id) == [
         ("resent", {"node": "plan", "version": 0, "tool_call_ids": []})]
-    assert store.get_run(run_id).reconcile_count == 1
+    assert store.get_run(run_id, tenant_id=TENANT).reconcile_count == 1
 
 
 def test_sweep__a_lost_tool_chord_is_sent_again_with_its_calls(store: RunStore) -> None:
@@ -104,7 +108,7 @@ def test_sweep__a_run_past_its_deadline_ends_failed_and_is_not_resent(store: Run
     report = _sweep(store, resend)
     assert report == SweepReport(failed_deadline=1)
     assert resend.calls == []
-    record = store.get_run(overdue)
+    record = store.get_run(overdue, tenant_id=TENANT)
     assert record.status is RunStatus.FAILED and record.finished_at is not None
     assert _reconcile_events(store, overdue) == [
         ("failed", {"reason": "RUN_DEADLINE_EXCEEDED", "error": "run deadline of 30 s exceeded"})]
@@ -112,21 +116,22 @@ def test_sweep__a_run_past_its_deadline_ends_failed_and_is_not_resent(store: Run
 
 def test_sweep__a_run_flagged_for_cancel_ends_cancelled(store: RunStore) -> None:
     run_id = _run(store)
-    store.request_cancel(run_id)
+    store.request_cancel(run_id, tenant_id=TENANT)
     resend = Sent()
     assert _sweep(store, resend) == SweepReport(cancelled=1)
     assert resend.calls == []
-    assert store.get_run(run_id).status is RunStatus.CANCELLED
+    assert store.get_run(run_id, tenant_id=TENANT).status is RunStatus.CANCELLED
     assert _reconcile_events(store, run_id) == [("cancelled", {"reason": "cancel requested"})]
 
 
 def test_sweep__a_run_without_a_next_step_ends_failed_invalid(store: RunStore) -> None:
     stepless = _run(store, step=None)
-    bare = store.create_run(query="why?", intent=Intent.DIAGNOSIS)  # no state at all
+    bare = store.create_run(tenant_id=TENANT, query="why?",
+                            intent=Intent.DIAGNOSIS)  # no state at all
     resend = Sent()
     assert _sweep(store, resend) == SweepReport(invalid=2)
     for run_id in (stepless, bare):
-        assert store.get_run(run_id).status is RunStatus.FAILED
+        assert store.get_run(run_id, tenant_id=TENANT).status is RunStatus.FAILED
         assert _reconcile_events(store, run_id) == [
             ("failed", {"reason": "RUN_STATE_INVALID", "error": "run state has no next step"})]
 
@@ -150,7 +155,7 @@ def _age(store: RunStore, database_url: str, run_ids: list[str], by: timedelta) 
     engine = make_engine(database_url)
     try:
         with engine.begin() as connection:
-            for record in (store.get_run(run_id) for run_id in run_ids):
+            for record in (store.get_run(run_id, tenant_id=TENANT) for run_id in run_ids):
                 assert record.updated_at is not None and record.deadline_at is not None
                 connection.execute(update(DiagnosisRunRow)
                                    .where(DiagnosisRunRow.run_id == record.run_id)

@@ -21,6 +21,9 @@ from pipeline.runtime import NodeOutcome, Runtime
 from pipeline.scenarios import load_scenario
 from pipeline.store import RunStore
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 
 class _Verifier:
     """The offline Verifier, running `during` while its call is in flight; it declares itself
@@ -50,7 +53,8 @@ def runtime(store: RunStore) -> Iterator[Runtime]:
 
 def _to_verify(runtime: Runtime) -> tuple[str, NodeOutcome]:
     path = resolve_scenario("checkout-pool-exhaustion", None)
-    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path)
+    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path,
+                            tenant_id=TENANT)
     outcome = runtime.coordinate(run_id, 0)
     while outcome.next is not None and outcome.next.node != "verify":
         for tool_call_id in outcome.next.tool_call_ids:
@@ -68,7 +72,7 @@ def test_lease__a_second_copy_of_a_running_node_is_refused(runtime: Runtime) -> 
     first = runtime.run_node(run_id, "verify", at_verify.version)
     assert [o.kind for o in seen] == ["leased"]
     assert first.kind == "committed" and first.next is not None
-    assert runtime.store.get_run(run_id).node == "verify"
+    assert runtime.store.get_run(run_id, tenant_id=TENANT).node == "verify"
 
 
 def test_lease__a_copy_cancelled_mid_call_commits_nothing_and_keeps_its_attempt(
@@ -77,7 +81,7 @@ def test_lease__a_copy_cancelled_mid_call_commits_nothing_and_keeps_its_attempt(
     run_id, at_verify = _to_verify(runtime)
 
     def cancel_now() -> None:
-        runtime.cancel(run_id)
+        runtime.cancel(run_id, tenant_id=TENANT)
         token = current_token()
         assert token is not None
         token.cancel("its run was cancelled")  # what the keeper's next renewal does
@@ -85,9 +89,10 @@ def test_lease__a_copy_cancelled_mid_call_commits_nothing_and_keeps_its_attempt(
     runtime.agents.verifier = _Verifier(cancel_now)
     outcome = runtime.run_node(run_id, "verify", at_verify.version)
     assert outcome.kind == "terminal"
-    record = runtime.store.get_run(run_id)
+    record = runtime.store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.CANCELLED and record.final_answer is None
-    assert [e for e in runtime.store.events_since(run_id) if e.node == "verify"] == []
+    assert [e for e in runtime.store.events_since(run_id,
+                                                  tenant_id=TENANT) if e.node == "verify"] == []
     assert [a.role for a in runtime.store.list_attempts(run_id)].count("verifier") == 1
 
 
@@ -104,7 +109,7 @@ def test_lease__a_copy_that_lost_its_lease_mid_call_leaves_the_run_to_the_other(
     runtime.agents.verifier = _Verifier(lose)
     outcome = runtime.run_node(run_id, "verify", at_verify.version)
     assert outcome.kind == "leased"
-    head = runtime.store.get_run(run_id)
+    head = runtime.store.get_run(run_id, tenant_id=TENANT)
     assert (head.status, head.version) == (RunStatus.RUNNING, at_verify.version)
     # the attempt of the copy that lost is a row; the next copy's attempt numbers follow it
     runtime.agents.verifier = _Verifier(lambda: None)

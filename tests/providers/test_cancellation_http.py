@@ -28,6 +28,9 @@ from pipeline.store import RunStore
 from tests.providers.helpers import MODEL
 from tests.spec.helpers import verifier_reply
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 PAYLOAD = b'{"claims":[{"claim_id":"c1"}]}'
 GOOD = verifier_reply("PASS", {"c1": "direct_observation"})
 HELPER = "verity-model-call"
@@ -94,7 +97,7 @@ class _Caller(threading.Thread):
 def test_cancel__a_held_request_is_aborted_within_a_second_and_recorded_cancelled(
     fake: FakeAnthropic, provider: AnthropicProvider, store: RunStore
 ) -> None:
-    run_id = store.create_run(query="q", intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS)
     fake.fault("verifier", "hang", seconds=30)
     token = CancelToken()
     log = AttemptLog(run_id, journal=store)
@@ -203,7 +206,7 @@ def test_cancel__a_run_cancelled_in_the_store_interrupts_its_held_call(
     """The whole chain: the lease keeper's renewal sees the cancel (default period, 0.5 s),
     sets the token, the provider aborts the request."""
     with RunStore.open(sqlite_url) as store:
-        run_id = store.create_run(query="q", intent=Intent.DIAGNOSIS)
+        run_id = store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS)
         keeper = LeaseKeeper(store, ttl_s=30.0, renew_s=0.5)
         fake.fault("verifier", "hang", seconds=30)
         outcome: dict[str, Any] = {}

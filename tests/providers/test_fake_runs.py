@@ -24,6 +24,9 @@ from pipeline.scenarios import load_scenario
 from tests.providers import claude_like
 from tests.providers.claude_like import answer_like_claude
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 SCENARIOS = ["checkout-pool-exhaustion", "knowledge-payment-db-credentials"]
 
 
@@ -37,7 +40,8 @@ def fake() -> Iterator[FakeAnthropic]:
 def drive(runtime: Runtime, scenario: str) -> str:
     """Run one scenario to its end in this thread, node by node (what the workers do)."""
     path = resolve_scenario(scenario, None)
-    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path)
+    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path,
+                            tenant_id=TENANT)
     outcome = runtime.coordinate(run_id, 0)
     for _ in range(50):
         if outcome.kind != "committed" or outcome.next is None:
@@ -68,8 +72,8 @@ def test_runs__claude_over_http_ends_like_an_offline_run(
     offline = build_runtime(settings(tmp_path, "offline"))
     assert isinstance(claude.agents.verifier, ClaudeVerifier)
     assert not isinstance(offline.agents.verifier, ClaudeVerifier)
-    claude_run = claude.store.get_run(drive(claude, scenario))
-    offline_run = offline.store.get_run(drive(offline, scenario))
+    claude_run = claude.store.get_run(drive(claude, scenario), tenant_id=TENANT)
+    offline_run = offline.store.get_run(drive(offline, scenario), tenant_id=TENANT)
     assert claude_run.status is offline_run.status
     assert claude_run.status in (RunStatus.SUCCESS, RunStatus.FALLBACK)
     assert (claude_run.verdict, claude_run.fallback_type) == (
@@ -149,7 +153,8 @@ def _claude_runtime(fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def _repair_events(runtime: Runtime, run_id: str) -> list[dict[str, Any]]:
-    return [e.payload for e in runtime.store.events_since(run_id) if e.kind == "structural_repair"]
+    return [e.payload for e in runtime.store.events_since(run_id, tenant_id=TENANT)
+            if e.kind == "structural_repair"]
 
 
 @pytest.mark.parametrize("broken", [_duplicate_first_claim, lambda _doc: {"claims": "none"}],
@@ -160,8 +165,8 @@ def test_structural_repair__invalid_evidence_is_repaired_once_without_tools(
     executor = BreakingExecutor(broken)
     fake.set_default_responder(executor, "executor")
     runtime = _claude_runtime(fake, tmp_path, monkeypatch)
-    run = runtime.store.get_run(drive(runtime, "checkout-pool-exhaustion"))
-    assert run.status is RunStatus.SUCCESS, runtime.store.events_since(run.run_id)
+    run = runtime.store.get_run(drive(runtime, "checkout-pool-exhaustion"), tenant_id=TENANT)
+    assert run.status is RunStatus.SUCCESS, runtime.store.events_since(run.run_id, tenant_id=TENANT)
     assert len(executor.repair_requests) == 1
     (request,) = executor.repair_requests
     assert [t["name"] for t in request["tools"]] == [SUBMIT_EVIDENCE]  # no tool can run
@@ -181,10 +186,10 @@ def test_structural_repair__a_failed_repair_is_the_fixed_fallback(
     executor = BreakingExecutor(_duplicate_first_claim, repair={"claims": [], "oops": 1})
     fake.set_default_responder(executor, "executor")
     runtime = _claude_runtime(fake, tmp_path, monkeypatch)
-    run = runtime.store.get_run(drive(runtime, "checkout-pool-exhaustion"))
+    run = runtime.store.get_run(drive(runtime, "checkout-pool-exhaustion"), tenant_id=TENANT)
     assert run.status is RunStatus.FALLBACK
     assert run.fallback_type is FallbackType.EVIDENCE_VALIDATION_FAILED
-    (fallback,) = [e.payload for e in runtime.store.events_since(run.run_id)
+    (fallback,) = [e.payload for e in runtime.store.events_since(run.run_id, tenant_id=TENANT)
                    if e.node == "fallback"]
     assert fallback["reason"] == FallbackReason.STRUCTURAL_REPAIR_FAILED.value
     assert len(executor.repair_requests) == 1  # one repair, never two
@@ -197,6 +202,6 @@ def test_structural_repair__a_failed_repair_is_the_fixed_fallback(
 def test_structural_repair__the_offline_executor_needs_none(tmp_path: Path) -> None:
     runtime = build_runtime(settings(tmp_path, "offline"))
     run_id = drive(runtime, "checkout-pool-exhaustion")
-    assert runtime.store.get_run(run_id).status is RunStatus.SUCCESS
+    assert runtime.store.get_run(run_id, tenant_id=TENANT).status is RunStatus.SUCCESS
     assert _repair_events(runtime, run_id) == []
     runtime.store.close()

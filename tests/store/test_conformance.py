@@ -45,6 +45,9 @@ from pipeline.store import RunStore
 from pipeline.store import _ops as store_module
 from pipeline.store import _pg as pg_module
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 QUERY = "why is checkout-service returning 500s?"
 SCOPE = QueryScope(
     service="checkout-service",
@@ -215,8 +218,9 @@ def _is_utc(value: datetime | None) -> bool:
 
 
 def test_create_run_then_get_it(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS, session_id="s1")
-    record = store.get_run(run_id)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS,
+                              session_id="s1")
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert len(run_id) == 32 and int(run_id, 16) >= 0
     assert (record.run_id, record.query, record.intent) == (run_id, QUERY, Intent.DIAGNOSIS)
     assert (record.status, record.version, record.session_id) == (RunStatus.PENDING, 0, "s1")
@@ -227,38 +231,41 @@ def test_create_run_then_get_it(store: RunStore) -> None:
 
 
 def test_create_run_with_given_id_refuses_a_taken_id(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.KNOWLEDGE_QUERY, run_id="run-1")
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.KNOWLEDGE_QUERY,
+                              run_id="run-1")
     with pytest.raises(StoreError, match="already exists"):
-        store.create_run(query="other", intent=Intent.DIAGNOSIS, run_id="run-1")
+        store.create_run(tenant_id=TENANT, query="other", intent=Intent.DIAGNOSIS, run_id="run-1")
     assert run_id == "run-1"
-    assert store.get_run("run-1").query == QUERY
+    assert store.get_run("run-1", tenant_id=TENANT).query == QUERY
 
 
 def test_get_run_of_unknown_id_raises(store: RunStore) -> None:
     with pytest.raises(RunNotFoundError):
-        store.get_run("missing")
+        store.get_run("missing", tenant_id=TENANT)
 
 
 def test_list_runs_newest_first_with_filters(store: RunStore) -> None:
     ids = [
-        store.create_run(query=f"q{i}", intent=Intent.DIAGNOSIS, session_id="a") for i in range(3)
+        store.create_run(tenant_id=TENANT, query=f"q{i}", intent=Intent.DIAGNOSIS,
+                         session_id="a") for i in range(3)
     ]
-    other = store.create_run(query="q", intent=Intent.DIAGNOSIS, session_id="b")
+    other = store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS, session_id="b")
     store.advance(ids[1], expected_version=0, status=RunStatus.RUNNING)
 
-    assert [r.run_id for r in store.list_runs()] == [other, *reversed(ids)]
-    assert [r.run_id for r in store.list_runs(limit=2)] == [other, ids[2]]
-    assert [r.run_id for r in store.list_runs(session_id="a")] == list(reversed(ids))
-    running = store.list_runs(statuses=[RunStatus.RUNNING])
+    assert [r.run_id for r in store.list_runs(tenant_id=TENANT)] == [other, *reversed(ids)]
+    assert [r.run_id for r in store.list_runs(tenant_id=TENANT, limit=2)] == [other, ids[2]]
+    assert [r.run_id for r in store.list_runs(tenant_id=TENANT,
+                                              session_id="a")] == list(reversed(ids))
+    running = store.list_runs(tenant_id=TENANT, statuses=[RunStatus.RUNNING])
     assert [r.run_id for r in running] == [ids[1]]
-    assert store.list_runs(session_id="b", statuses=[RunStatus.RUNNING]) == []
+    assert store.list_runs(tenant_id=TENANT, session_id="b", statuses=[RunStatus.RUNNING]) == []
 
 
 # -- tool invocations ---------------------------------------------------------------------
 
 
 def test_duplicate_tool_call_id_raises_and_keeps_the_first_row(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     first = _invocation("toolu_01")
     store.add_invocation(run_id, first)
     store.add_invocation(run_id, _invocation("toolu_02"))
@@ -275,7 +282,7 @@ def test_duplicate_tool_call_id_raises_and_keeps_the_first_row(store: RunStore) 
     assert (caught.value.run_id, caught.value.tool_call_id) == (run_id, "toolu_01")
     assert store.list_invocations(run_id) == [first, _invocation("toolu_02")]
     # Ids are unique per run, not globally.
-    other = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    other = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     store.add_invocation(other, intruder)
     assert store.list_invocations(other) == [intruder]
 
@@ -286,7 +293,7 @@ def test_add_invocation_to_unknown_run_raises(store: RunStore) -> None:
 
 
 def test_complete_invocation_is_idempotent(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     store.add_invocation(run_id, _invocation("toolu_01", status=LifecycleStatus.PROJECTING))
     projection = _projection(hits=[{"message": "OOMKilled"}])
     assert store.complete_invocation(
@@ -314,7 +321,7 @@ def test_complete_invocation_is_idempotent(store: RunStore) -> None:
 
 
 def test_complete_invocation_of_unknown_call_raises(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     kwargs = {"status": LifecycleStatus.READY, "evidence_status": None, "projection": None}
     with pytest.raises(StoreError, match="no tool call") as caught:
         store.complete_invocation(run_id, "toolu_nope", **kwargs)  # type: ignore[arg-type]
@@ -332,18 +339,19 @@ def test_complete_invocation_of_unknown_call_raises(store: RunStore) -> None:
 
 
 def test_invocations_come_back_in_insertion_order(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     calls = [_invocation(call_id) for call_id in ("toolu_c", "toolu_a", "toolu_b")]
     for turn, invocation in enumerate(calls):
         store.add_invocation(run_id, invocation, turn=turn)
     assert store.list_invocations(run_id) == calls
-    assert store.list_invocations(store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)) == []
+    empty = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
+    assert store.list_invocations(empty) == []
     with pytest.raises(RunNotFoundError):
         store.list_invocations("missing")
 
 
 def test_projection_keeps_its_key_order(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     projection = _projection(zeta={"b": 1, "a": 2}, alpha=[3, 2, 1], mid="x")
     invocation = ToolInvocation(
         tool_call_id="toolu_01",
@@ -364,31 +372,31 @@ def test_projection_keeps_its_key_order(store: RunStore) -> None:
 
 
 def test_events_are_numbered_per_run_and_paged(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
-    other = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
+    other = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     appended = [
         store.append_event(run_id, node=node, kind="started", payload={"i": i})
         for i, node in enumerate(["plan", "execute", "gatekeep", "verify"])
     ]
     store.append_event(other, node="plan", kind="started")
     assert [e.seq for e in appended] == [1, 2, 3, 4]
-    assert store.events_since(run_id) == appended
-    assert store.events_since(run_id, 2) == appended[2:]
-    assert store.events_since(run_id, 1, limit=2) == appended[1:3]
-    assert store.events_since(run_id, 4) == []
-    (only,) = store.events_since(other)
+    assert store.events_since(run_id, tenant_id=TENANT) == appended
+    assert store.events_since(run_id, 2, tenant_id=TENANT) == appended[2:]
+    assert store.events_since(run_id, 1, limit=2, tenant_id=TENANT) == appended[1:3]
+    assert store.events_since(run_id, 4, tenant_id=TENANT) == []
+    (only,) = store.events_since(other, tenant_id=TENANT)
     assert (only.seq, only.payload) == (1, {})
 
 
 def test_events_since_of_unknown_run_raises(store: RunStore) -> None:
     with pytest.raises(RunNotFoundError):
-        store.events_since("missing")
+        store.events_since("missing", tenant_id=TENANT)
     with pytest.raises(RunNotFoundError):
         store.append_event("missing", node="plan", kind="started")
 
 
 def test_concurrent_appends_get_unique_consecutive_seqs(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     threads, per_thread = 6, 8
     barrier = threading.Barrier(threads)
     errors: list[BaseException] = []
@@ -410,7 +418,7 @@ def test_concurrent_appends_get_unique_consecutive_seqs(store: RunStore) -> None
         worker.join()
 
     assert errors == []
-    events = store.events_since(run_id)
+    events = store.events_since(run_id, tenant_id=TENANT)
     assert [e.seq for e in events] == list(range(1, threads * per_thread + 1))
     for w in range(threads):
         assert [e.payload["i"] for e in events if e.payload["w"] == w] == list(range(per_thread))
@@ -420,7 +428,7 @@ def test_concurrent_appends_get_unique_consecutive_seqs(store: RunStore) -> None
 
 
 def test_attempts_round_trip_every_field(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     plus_two = timezone(timedelta(hours=2))
     attempts = [
         _attempt(run_id, number=1, outcome="invalid_output", error_type="ValidationError"),
@@ -435,7 +443,7 @@ def test_attempts_round_trip_every_field(store: RunStore) -> None:
 
 
 def test_attempt_without_time_gets_one(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     before = datetime.now(UTC)
     store.record_attempt(_attempt(run_id, created_at=None))
     (stored,) = store.list_attempts(run_id)
@@ -444,7 +452,7 @@ def test_attempt_without_time_gets_one(store: RunStore) -> None:
 
 
 def test_duplicate_attempt_raises_and_keeps_the_first(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     first = _attempt(run_id)
     store.record_attempt(first)
     with pytest.raises(StoreError, match="duplicate model attempt"):
@@ -458,12 +466,12 @@ def test_duplicate_attempt_raises_and_keeps_the_first(store: RunStore) -> None:
 
 
 def test_advance_bumps_the_version_and_refuses_stale_ones(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     assert store.advance(run_id, expected_version=0, node="plan", status=RunStatus.RUNNING) == 1
     assert store.advance(run_id, expected_version=1, evidence_retry_count=1) == 2
     with pytest.raises(StaleStateError):
         store.advance(run_id, expected_version=1, node="verify")
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert (record.version, record.node, record.status) == (2, "plan", RunStatus.RUNNING)
     assert record.evidence_retry_count == 1
     assert record.updated_at is not None and record.created_at is not None
@@ -473,20 +481,20 @@ def test_advance_bumps_the_version_and_refuses_stale_ones(store: RunStore) -> No
 
 
 def test_advance_to_a_terminal_status_then_nothing_moves(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     assert store.advance(run_id, expected_version=0, status=RunStatus.CANCELLED) == 1
-    assert _is_utc(store.get_run(run_id).finished_at)
+    assert _is_utc(store.get_run(run_id, tenant_id=TENANT).finished_at)
     with pytest.raises(StaleStateError):
         store.advance(run_id, expected_version=1, status=RunStatus.RUNNING)
-    assert store.get_run(run_id).status is RunStatus.CANCELLED
+    assert store.get_run(run_id, tenant_id=TENANT).status is RunStatus.CANCELLED
 
 
 def test_finalize_writes_the_outcome_once(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     store.advance(run_id, expected_version=0, node="compose", status=RunStatus.RUNNING)
     result = _result(run_id)
     assert store.finalize(run_id, result, expected_version=1) is True
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert (record.status, record.verdict, record.fallback_type) == (
         RunStatus.SUCCESS,
         Verdict.PASS,
@@ -495,23 +503,23 @@ def test_finalize_writes_the_outcome_once(store: RunStore) -> None:
     assert (record.version, record.node) == (2, "finalize")
     assert record.final_answer == result.final_answer
     assert record.self_evaluation == result.self_evaluation
-    (event,) = store.events_since(run_id)
+    (event,) = store.events_since(run_id, tenant_id=TENANT)
     assert (event.node, event.kind, event.payload["status"]) == ("finalize", "completed", "SUCCESS")
 
     assert store.finalize(run_id, _result(run_id, fallback=True)) is False
     assert store.finalize(run_id, result, expected_version=1) is False
-    assert store.get_run(run_id) == record
-    assert len(store.events_since(run_id)) == 1
+    assert store.get_run(run_id, tenant_id=TENANT) == record
+    assert len(store.events_since(run_id, tenant_id=TENANT)) == 1
 
 
 def test_finalize_with_a_stale_version_raises(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     store.advance(run_id, expected_version=0, status=RunStatus.RUNNING)
-    before = store.get_run(run_id)
+    before = store.get_run(run_id, tenant_id=TENANT)
     with pytest.raises(StaleStateError):
         store.finalize(run_id, _result(run_id), expected_version=0)
-    assert store.get_run(run_id) == before
-    assert store.events_since(run_id) == []
+    assert store.get_run(run_id, tenant_id=TENANT) == before
+    assert store.events_since(run_id, tenant_id=TENANT) == []
     with pytest.raises(RunNotFoundError):
         store.finalize("missing", _result("missing"))
     with pytest.raises(StoreError, match="given for run"):
@@ -519,7 +527,7 @@ def test_finalize_with_a_stale_version_raises(store: RunStore) -> None:
 
 
 def test_finalize_is_one_transaction(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
 
     def fail(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk full")
@@ -533,10 +541,10 @@ def test_finalize_is_one_transaction(store: RunStore, monkeypatch: pytest.Monkey
         patch.setattr(pg_module, "event_rows", clashing_events)  # PostgreSQL: in the statement
         with pytest.raises((RuntimeError, StoreError)):
             store.finalize(run_id, _result(run_id, fallback=True))
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert (record.status, record.version, record.final_answer) == (RunStatus.PENDING, 0, None)
     assert store.finalize(run_id, _result(run_id, fallback=True)) is True
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert (record.status, record.fallback_type) == (
         RunStatus.FALLBACK,
         FallbackType.SEMANTIC_UNSUPPORTED,
@@ -544,10 +552,10 @@ def test_finalize_is_one_transaction(store: RunStore, monkeypatch: pytest.Monkey
 
 
 def test_self_evaluation_round_trips_exactly(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     result = _result(run_id)
     store.finalize(run_id, result)
-    stored = store.get_run(run_id).self_evaluation
+    stored = store.get_run(run_id, tenant_id=TENANT).self_evaluation
     assert stored == result.self_evaluation
     assert stored is not None
     assert stored.model_dump_json() == result.self_evaluation.model_dump_json()
@@ -555,12 +563,12 @@ def test_self_evaluation_round_trips_exactly(store: RunStore) -> None:
 
 def test_datetimes_are_timezone_aware_utc(store: RunStore) -> None:
     before = datetime.now(UTC) - timedelta(seconds=1)
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     event = store.append_event(run_id, node="plan", kind="started")
     store.finalize(run_id, _result(run_id))
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     stamps = [record.created_at, record.updated_at, record.finished_at, event.created_at]
-    stamps += [e.created_at for e in store.events_since(run_id)]
+    stamps += [e.created_at for e in store.events_since(run_id, tenant_id=TENANT)]
     assert all(_is_utc(stamp) for stamp in stamps)
     assert all(stamp is not None and stamp >= before for stamp in stamps)
     assert record.finished_at is not None and record.created_at is not None
@@ -571,19 +579,19 @@ def test_datetimes_are_timezone_aware_utc(store: RunStore) -> None:
 
 
 def test_request_cancel_sets_the_flag_until_the_run_ends(store: RunStore) -> None:
-    run_id = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     assert store.is_cancel_requested(run_id) is False
-    assert store.request_cancel(run_id) is True
-    assert store.request_cancel(run_id) is True
+    assert store.request_cancel(run_id, tenant_id=TENANT) is True
+    assert store.request_cancel(run_id, tenant_id=TENANT) is True
     assert store.is_cancel_requested(run_id) is True
-    assert store.get_run(run_id).cancel_requested is True
+    assert store.get_run(run_id, tenant_id=TENANT).cancel_requested is True
 
-    finished = store.create_run(query=QUERY, intent=Intent.DIAGNOSIS)
+    finished = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     store.finalize(finished, _result(finished))
-    assert store.request_cancel(finished) is False
+    assert store.request_cancel(finished, tenant_id=TENANT) is False
     assert store.is_cancel_requested(finished) is False
     with pytest.raises(RunNotFoundError):
-        store.request_cancel("missing")
+        store.request_cancel("missing", tenant_id=TENANT)
     with pytest.raises(RunNotFoundError):
         store.is_cancel_requested("missing")
 
@@ -593,15 +601,17 @@ def test_request_cancel_sets_the_flag_until_the_run_ends(store: RunStore) -> Non
 
 def test_to_bundle_round_trips_a_stored_run(store: RunStore) -> None:
     original = _bundle()
-    run_id = store.create_run(query=original.query, intent=original.intent, session_id="session-1")
+    run_id = store.create_run(tenant_id=TENANT, query=original.query, intent=original.intent,
+                              session_id="session-1")
     with pytest.raises(StoreError, match="no executor output"):
-        store.to_bundle(run_id)
+        store.to_bundle(run_id, tenant_id=TENANT)
     assert store.get_executor_output(run_id) is None
     for invocation in original.invocations:
         store.add_invocation(run_id, invocation)
     store.set_executor_output(run_id, original.executor_output_raw)
     assert store.get_executor_output(run_id) == original.executor_output_raw
-    assert store.to_bundle(run_id) == original.model_copy(update={"run_id": run_id})
+    exported = store.to_bundle(run_id, tenant_id=TENANT)
+    assert exported == original.model_copy(update={"run_id": run_id})
     with pytest.raises(RunNotFoundError):
         store.set_executor_output("missing", "{}")
 
@@ -611,21 +621,22 @@ def test_save_verified_run_stores_everything(store: RunStore) -> None:
     result = _result("verify-1")
     attempts = [_attempt("verify-1", number=1), _attempt("verify-1", role="composer")]
     events = [("gatekeep", "completed", {"severity": "pass"}), ("verify", "completed", {})]
-    saved = store.save_verified_run(bundle=bundle, result=result, events=events, attempts=attempts)
+    saved = store.save_verified_run(tenant_id=TENANT, bundle=bundle, result=result, events=events,
+                                    attempts=attempts)
 
-    record = store.get_run(saved)
+    record = store.get_run(saved, tenant_id=TENANT)
     assert (saved, record.source, record.source_run_id) == ("verify-1", "verify", "source-run")
     assert (record.status, record.verdict, record.version) == (RunStatus.SUCCESS, Verdict.PASS, 1)
     assert record.self_evaluation == result.self_evaluation
     assert store.list_invocations(saved) == bundle.invocations
     assert store.list_attempts(saved) == attempts
-    stored_events = [(e.seq, e.node, e.kind) for e in store.events_since(saved)]
+    stored_events = [(e.seq, e.node, e.kind) for e in store.events_since(saved, tenant_id=TENANT)]
     assert stored_events == [
         (1, "gatekeep", "completed"),
         (2, "verify", "completed"),
         (3, "finalize", "completed"),
     ]
-    assert store.to_bundle(saved) == bundle.model_copy(update={"run_id": saved})
+    assert store.to_bundle(saved, tenant_id=TENANT) == bundle.model_copy(update={"run_id": saved})
     assert record.final_answer == result.final_answer
 
 
@@ -649,11 +660,11 @@ def test_save_verified_run_writes_nothing_on_failure(store: RunStore, breakage: 
         attempts.append(_attempt("other-run"))
     with pytest.raises(StoreError):
         store.save_verified_run(
-            bundle=bundle,
+            tenant_id=TENANT, bundle=bundle,
             result=_result("verify-1"),
             events=[("verify", "completed", {})],
             attempts=attempts,
         )
     with pytest.raises(RunNotFoundError):
-        store.get_run("verify-1")
-    assert store.list_runs() == []
+        store.get_run("verify-1", tenant_id=TENANT)
+    assert store.list_runs(tenant_id=TENANT) == []

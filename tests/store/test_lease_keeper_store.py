@@ -9,9 +9,13 @@ from models.common import Intent, RunStatus
 from pipeline.lease import LOST, LeaseKeeper
 from pipeline.store import RunStore
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 
 def _run(store: RunStore) -> str:
-    return store.create_run(query="q", intent=Intent.DIAGNOSIS, state={"next": {"node": "plan"}})
+    return store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS,
+                            state={"next": {"node": "plan"}})
 
 
 def test_keepers__two_processes_racing_for_a_node_one_runs_it(store: RunStore) -> None:

@@ -17,6 +17,9 @@ from models.run import LlmAttempt
 from pipeline.errors import RunNotFoundError
 from pipeline.store import ABANDONED, IN_FLIGHT, RunStore
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 T = TypeVar("T")
 A, B = "host-a:1:aaaa", "host-b:2:bbbb"
 ATTEMPT = {"prompt_name": "verifier", "prompt_version": "v3", "input_sha256": "ab" * 32,
@@ -24,7 +27,7 @@ ATTEMPT = {"prompt_name": "verifier", "prompt_version": "v3", "input_sha256": "a
 
 
 def _run(store: RunStore) -> str:
-    return store.create_run(query="why is checkout-service returning 500s?",
+    return store.create_run(tenant_id=TENANT, query="why is checkout-service returning 500s?",
                             intent=Intent.DIAGNOSIS, state={"next": {"node": "plan"}})
 
 
@@ -66,10 +69,10 @@ def test_lease__refused_with_the_reason(store: RunStore, case: str) -> None:
     if case == "stale_version":
         version, expected = 1, "stale"
     elif case == "cancel_requested":
-        store.request_cancel(run_id)
+        store.request_cancel(run_id, tenant_id=TENANT)
     else:
         store.cancel_run(run_id)
-        version = store.get_run(run_id).version
+        version = store.get_run(run_id, tenant_id=TENANT).version
     outcome = store.acquire_lease(run_id, version=version, owner=A, ttl_s=30)
     assert (outcome.acquired, outcome.state) == (False, expected)
 
@@ -104,7 +107,7 @@ def test_renew__one_call_extends_ours_and_names_the_lost(store: RunStore) -> Non
     for run_id in (ours, cancelled, ended):
         assert store.acquire_lease(run_id, version=0, owner=A, ttl_s=0.3).acquired
     assert store.acquire_lease(theirs, version=0, owner=B, ttl_s=30).acquired
-    store.request_cancel(cancelled)
+    store.request_cancel(cancelled, tenant_id=TENANT)
     store.cancel_run(ended)
     lost = store.renew_leases(A, [ours, cancelled, theirs, ended], ttl_s=30)
     assert lost == {cancelled, theirs, ended}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,11 +13,15 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, UniqueConstraint, inspect
+from sqlalchemy import Engine, UniqueConstraint, inspect, text
 
 from models.common import Intent
 from models.tables import Base
+from pipeline.errors import RunNotFoundError
 from pipeline.store import MIGRATIONS_DIR, RunStore, make_engine, upgrade_schema
+
+TENANT = "team-a"
+"""The owner of this module's runs."""
 
 
 @pytest.fixture
@@ -60,7 +65,7 @@ def _backs_constraint(index: Any) -> bool:
 
 def test_migrated_schema_equals_the_table_metadata(engine: Engine) -> None:
     upgrade_schema(engine)
-    assert _revision(engine) == _head() == "0004"
+    assert _revision(engine) == _head() == "0005"
     assert _diffs(engine) == []
 
 
@@ -81,9 +86,9 @@ def test_constraint_names_follow_the_naming_convention(engine: Engine) -> None:
 
 def test_upgrading_twice_is_a_no_op(database_url: str, engine: Engine) -> None:
     with RunStore.open(database_url) as store:
-        run_id = store.create_run(query="q", intent=Intent.DIAGNOSIS)
+        run_id = store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS)
     with RunStore.open(database_url) as store:
-        assert store.get_run(run_id).query == "q"
+        assert store.get_run(run_id, tenant_id=TENANT).query == "q"
     upgrade_schema(engine)
     assert _revision(engine) == _head()
     assert _diffs(engine) == []
@@ -116,4 +121,34 @@ def test_concurrent_opens_migrate_once(database_url: str) -> None:
         thread.join()
     assert errors == []
     with RunStore.open(database_url) as store:
-        assert store.list_runs() == []
+        assert store.list_runs(tenant_id=TENANT) == []
+
+
+def _upgrade_to(engine: Engine, revision: str) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def test_tenants__runs_stored_before_0005_belong_to_default(engine: Engine) -> None:
+    _upgrade_to(engine, "0004")
+    insert = text(
+        "INSERT INTO diagnosis_run (run_id, session_id, query, intent, status, created_at, "
+        "updated_at) VALUES (:run_id, 'sre-42', 'why?', 'DIAGNOSIS', 'SUCCESS', :now, :now)")
+    now = datetime.now(UTC)
+    with engine.begin() as connection:
+        for run_id in ("old-1", "old-2"):
+            connection.execute(insert, {"run_id": run_id, "now": now})
+    upgrade_schema(engine)
+    assert _revision(engine) == "0005"
+    assert _diffs(engine) == []
+    with RunStore(engine) as store:
+        assert store.get_run("old-1", tenant_id="default").tenant_id == "default"
+        assert {r.run_id for r in store.list_runs(tenant_id="default")} == {"old-1", "old-2"}
+        assert store.previous_turn("default", "sre-42") is not None
+        assert store.list_runs(tenant_id="team-b") == []
+        assert store.previous_turn("team-b", "sre-42") is None
+        with pytest.raises(RunNotFoundError, match="^no run with id 'old-1'$"):
+            store.get_run("old-1", tenant_id="team-b")

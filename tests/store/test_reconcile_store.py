@@ -21,6 +21,9 @@ from pipeline.store import RunStore, make_engine
 from pipeline.store import _pg as pg_module
 from pipeline.store._engine import autocommit_engine
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 LATER = timedelta(minutes=5)
 PLAN = NextStep(node="plan")
 
@@ -38,7 +41,8 @@ def _state(step: NextStep | None) -> dict[str, Any]:
 
 
 def _run(store: RunStore, step: NextStep | None = PLAN, **kwargs: Any) -> str:
-    return store.create_run(query="why?", intent=Intent.DIAGNOSIS, state=_state(step),
+    return store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS,
+                            state=_state(step),
                             events=[("submit", "accepted", {})], **kwargs)
 
 
@@ -72,8 +76,8 @@ def _concurrently(count: int, action: Callable[[], Any]) -> list[Any]:
 
 
 def test_create_run__the_deadline_is_the_store_default_or_the_runs_own(store: RunStore) -> None:
-    default = store.get_run(_run(store))
-    own = store.get_run(_run(store, deadline_s=90))
+    default = store.get_run(_run(store), tenant_id=TENANT)
+    own = store.get_run(_run(store, deadline_s=90), tenant_id=TENANT)
     assert default.created_at is not None and default.deadline_at is not None
     assert default.deadline_at - default.created_at == timedelta(seconds=store.run_deadline_s)
     assert own.created_at is not None and own.deadline_at is not None
@@ -85,7 +89,7 @@ def test_create_run__a_store_opened_with_a_deadline_gives_it_to_every_run(
     database_url: str,
 ) -> None:
     with RunStore.open(database_url, run_deadline_s=30) as opened:
-        record = opened.get_run(_run(opened))
+        record = opened.get_run(_run(opened), tenant_id=TENANT)
     assert record.deadline_at is not None and record.created_at is not None
     assert record.deadline_at - record.created_at == timedelta(seconds=30)
 
@@ -119,7 +123,7 @@ def test_find_stalled__old_active_runs_without_a_live_lease_oldest_first(
 
 
 def test_find_stalled__a_run_without_state_or_next_step_has_none(store: RunStore) -> None:
-    bare = store.create_run(query="why?", intent=Intent.DIAGNOSIS)
+    bare = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS)
     stepless = _run(store, step=None)
     found = store.find_stalled(older_than_s=1, limit=10, now=datetime.now(UTC) + LATER)
     assert {(r.run_id, r.next) for r in found} == {(bare, None), (stepless, None)}
@@ -134,16 +138,16 @@ def test_claim_stalled__touches_the_run_and_records_the_resend(store: RunStore) 
                       state=_state(NextStep(node="execute", tool_call_ids=["toolu_1", "t2"])))
     (stalled,) = store.find_stalled(older_than_s=60, limit=10, now=datetime.now(UTC) + LATER)
     assert store.claim_stalled(run_id, version=stalled.version, updated_at=stalled.updated_at)
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert record.reconcile_count == 1 and record.version == 1
     assert record.updated_at is not None and record.updated_at > stalled.updated_at
-    event = store.events_since(run_id)[-1]
+    event = store.events_since(run_id, tenant_id=TENANT)[-1]
     assert (event.node, event.kind) == ("reconcile", "resent")
     assert event.payload == {"node": "execute", "version": 1, "tool_call_ids": ["toolu_1", "t2"]}
     # the same stall, claimed again, is not claimed twice
     assert not store.claim_stalled(run_id, version=stalled.version,
                                    updated_at=stalled.updated_at)
-    assert store.get_run(run_id).reconcile_count == 1
+    assert store.get_run(run_id, tenant_id=TENANT).reconcile_count == 1
 
 
 def test_claim_stalled__of_concurrent_claims_exactly_one_wins(store: RunStore) -> None:
@@ -152,9 +156,9 @@ def test_claim_stalled__of_concurrent_claims_exactly_one_wins(store: RunStore) -
     results = _concurrently(6, lambda: store.claim_stalled(
         run_id, version=stalled.version, updated_at=stalled.updated_at, step=stalled.next))
     assert sorted(results, key=str) == [False] * 5 + [True]
-    resent = [e for e in store.events_since(run_id) if e.kind == "resent"]
+    resent = [e for e in store.events_since(run_id, tenant_id=TENANT) if e.kind == "resent"]
     assert len(resent) == 1 and resent[0].payload["node"] == "plan"
-    assert store.get_run(run_id).reconcile_count == 1
+    assert store.get_run(run_id, tenant_id=TENANT).reconcile_count == 1
 
 
 def test_claim_stalled__refused_once_the_run_moved_on_or_is_leased(
@@ -170,8 +174,9 @@ def test_claim_stalled__refused_once_the_run_moved_on_or_is_leased(
         stalled = found[run_id]
         assert not store.claim_stalled(run_id, version=stalled.version,
                                        updated_at=stalled.updated_at)
-        assert store.get_run(run_id).reconcile_count == 0
-        assert not [e for e in store.events_since(run_id) if e.node == "reconcile"]
+        assert store.get_run(run_id, tenant_id=TENANT).reconcile_count == 0
+        assert not [e for e in store.events_since(run_id,
+                                                  tenant_id=TENANT) if e.node == "reconcile"]
 
 
 # -- fail_overdue and fail_run --------------------------------------------------------------
@@ -192,17 +197,17 @@ def test_fail_overdue__ends_runs_past_their_deadline_failed_once(
 
     assert store.fail_overdue(now=now, limit=10) == [running, overdue]  # most overdue first
     for run_id, seconds, version in ((overdue, "2", 1), (running, "1.5", 2)):
-        record = store.get_run(run_id)
+        record = store.get_run(run_id, tenant_id=TENANT)
         assert (record.status, record.version) == (RunStatus.FAILED, version)
         assert record.finished_at is not None
-        event = store.events_since(run_id)[-1]
+        event = store.events_since(run_id, tenant_id=TENANT)[-1]
         assert (event.node, event.kind) == ("reconcile", "failed")
         assert event.payload == {"reason": "RUN_DEADLINE_EXCEEDED",
                                  "error": f"run deadline of {seconds} s exceeded"}
-    head = store.get_state(running)[0]
+    head = store.get_state(running, tenant_id=TENANT)[0]
     assert head.status is RunStatus.FAILED
-    assert store.get_run(in_time).status is RunStatus.PENDING
-    assert store.get_run(ended).status is RunStatus.CANCELLED
+    assert store.get_run(in_time, tenant_id=TENANT).status is RunStatus.PENDING
+    assert store.get_run(ended, tenant_id=TENANT).status is RunStatus.CANCELLED
     assert store.fail_overdue(now=now, limit=10) == []
 
 
@@ -222,7 +227,7 @@ def test_fail_overdue__concurrent_sweeps_fail_each_run_once(store: RunStore) -> 
     results = _concurrently(4, lambda: store.fail_overdue(now=now, limit=10))
     assert sorted(run_id for ended in results for run_id in ended) == sorted(run_ids)
     for run_id in run_ids:
-        assert [e.kind for e in store.events_since(run_id)].count("failed") == 1
+        assert [e.kind for e in store.events_since(run_id, tenant_id=TENANT)].count("failed") == 1
 
 
 def test_fail_run__conditional_on_the_version(store: RunStore) -> None:
@@ -231,9 +236,9 @@ def test_fail_run__conditional_on_the_version(store: RunStore) -> None:
     assert store.fail_run(run_id, version=0, reason="RUN_STATE_INVALID",
                           error="run state has no next step")
     assert not store.fail_run(run_id, version=1, reason="RUN_STATE_INVALID", error="again")
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert (record.status, record.version) == (RunStatus.FAILED, 1)
-    event = store.events_since(run_id)[-1]
+    event = store.events_since(run_id, tenant_id=TENANT)[-1]
     assert (event.node, event.kind, event.payload["reason"]) == (
         "reconcile", "failed", "RUN_STATE_INVALID")
 
@@ -241,7 +246,7 @@ def test_fail_run__conditional_on_the_version(store: RunStore) -> None:
 def test_cancel_run__names_the_node_that_cancelled(store: RunStore) -> None:
     run_id = _run(store)
     assert store.cancel_run(run_id, reason="cancel requested", node="reconcile")
-    event = store.events_since(run_id)[-1]
+    event = store.events_since(run_id, tenant_id=TENANT)[-1]
     assert (event.node, event.kind) == ("reconcile", "cancelled")
 
 
@@ -252,18 +257,19 @@ def test_delete_run__removes_a_run_that_never_started_with_its_events(store: Run
     run_id = _run(store)
     keep = _run(store)
     assert store.delete_run(run_id) is True
-    assert [r.run_id for r in store.list_runs()] == [keep]
+    assert [r.run_id for r in store.list_runs(tenant_id=TENANT)] == [keep]
     assert store.delete_run(run_id) is False
     assert store.delete_run("no-such-run") is False
-    assert len(store.events_since(keep)) == 1
+    assert len(store.events_since(keep, tenant_id=TENANT)) == 1
 
 
 def test_delete_run__keeps_a_run_that_started(store: RunStore) -> None:
     started = _run(store)
     store.commit_node(started, expected_version=0, node="plan", state=_state(None))
-    running = store.create_run(query="why?", intent=Intent.DIAGNOSIS, status=RunStatus.RUNNING)
+    running = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS,
+                               status=RunStatus.RUNNING)
     assert store.delete_run(started) is False and store.delete_run(running) is False
-    assert {r.run_id for r in store.list_runs()} == {started, running}
+    assert {r.run_id for r in store.list_runs(tenant_id=TENANT)} == {started, running}
 
 
 # -- a database that refuses connections ----------------------------------------------------
@@ -303,7 +309,7 @@ def test_a_refused_connection_on_every_store_entry_point(postgres_url: str) -> N
     try:
         calls: list[Callable[[], Any]] = [
             lambda: _run(gone), lambda: gone.get_node_input(run_id),
-            lambda: gone.get_run(run_id),
+            lambda: gone.get_run(run_id, tenant_id=TENANT),
             lambda: gone.commit_node(run_id, expected_version=0, node="plan", state={}),
             lambda: gone.find_stalled(older_than_s=1, limit=1),
             lambda: gone.claim_stalled(run_id, version=0, updated_at=datetime.now(UTC)),

@@ -21,37 +21,43 @@ from pipeline.errors import (
 from pipeline.store import RunStore
 from tests.store.test_conformance import _attempt, _invocation, _result
 
+TENANT = "team-a"
+"""The owner of this module's runs."""
+
 
 def test_commit_node__one_transaction_under_the_version_lock(store: RunStore) -> None:
-    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, data_source="/data/x",
-                              state={"a": 1}, events=[("submit", "accepted", {"n": 1})])
-    record, state = store.get_state(run_id)
+    run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS,
+                              data_source="/data/x", state={"a": 1},
+                              events=[("submit", "accepted", {"n": 1})])
+    record, state = store.get_state(run_id, tenant_id=TENANT)
     assert (record.version, state, record.data_source) == (0, {"a": 1}, "/data/x")
     version = store.commit_node(
         run_id, expected_version=0, node="verify", state={"a": 2}, status=RunStatus.RUNNING,
         events=[("verify", "completed", {"ok": True})], attempts=[_attempt(run_id)],
         executor_output_raw='{"claims": []}',
     )
-    record, state = store.get_state(run_id)
+    record, state = store.get_state(run_id, tenant_id=TENANT)
     assert (version, record.version, record.node, state) == (1, 1, "verify", {"a": 2})
-    assert [e.kind for e in store.events_since(run_id)] == ["accepted", "completed"]
+    events = store.events_since(run_id, tenant_id=TENANT)
+    assert [e.kind for e in events] == ["accepted", "completed"]
     assert len(store.list_attempts(run_id)) == 1
     assert store.get_executor_output(run_id) == '{"claims": []}'
 
 
 def test_commit_node__a_stale_copy_changes_nothing(store: RunStore) -> None:
-    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, state={"a": 1})
+    run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS,
+                              state={"a": 1})
     store.commit_node(run_id, expected_version=0, node="plan", state={"a": 2})
     with pytest.raises(StaleStateError):
         store.commit_node(run_id, expected_version=0, node="plan", state={"a": 3},
                           events=[("plan", "completed", {})], attempts=[_attempt(run_id)])
-    record, state = store.get_state(run_id)
+    record, state = store.get_state(run_id, tenant_id=TENANT)
     assert (record.version, state) == (1, {"a": 2})
-    assert store.events_since(run_id) == [] and store.list_attempts(run_id) == []
+    assert store.events_since(run_id, tenant_id=TENANT) == [] and store.list_attempts(run_id) == []
 
 
 def test_commit_node__refused_once_the_run_is_terminal(store: RunStore) -> None:
-    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS)
+    run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS)
     assert store.cancel_run(run_id, reason="user asked") is True
     with pytest.raises(StaleStateError):
         store.commit_node(run_id, expected_version=1, node="plan", state={})
@@ -59,33 +65,37 @@ def test_commit_node__refused_once_the_run_is_terminal(store: RunStore) -> None:
 
 
 def test_finalize__releases_nothing_after_a_cancel_request(store: RunStore) -> None:
-    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS)
-    assert store.request_cancel(run_id) is True
+    run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS)
+    assert store.request_cancel(run_id, tenant_id=TENANT) is True
     assert store.finalize(run_id, _result(run_id)) is False
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.CANCELLED
     assert record.final_answer is None and record.self_evaluation is None
-    assert store.events_since(run_id)[-1].kind == "cancelled"
+    assert store.events_since(run_id, tenant_id=TENANT)[-1].kind == "cancelled"
 
 
 def test_previous_turn__only_diagnosis_success_runs_of_the_session(store: RunStore) -> None:
-    assert store.previous_turn("s1") is None
-    ok = store.create_run(query="first", intent=Intent.DIAGNOSIS, session_id="s1")
+    assert store.previous_turn(TENANT, "s1") is None
+    ok = store.create_run(tenant_id=TENANT, query="first", intent=Intent.DIAGNOSIS, session_id="s1")
     store.finalize(ok, _result(ok))
-    fallback = store.create_run(query="second", intent=Intent.DIAGNOSIS, session_id="s1")
+    fallback = store.create_run(tenant_id=TENANT, query="second", intent=Intent.DIAGNOSIS,
+                                session_id="s1")
     store.finalize(fallback, _result(fallback, fallback=True))
-    cancelled = store.create_run(query="third", intent=Intent.DIAGNOSIS, session_id="s1")
+    cancelled = store.create_run(tenant_id=TENANT, query="third", intent=Intent.DIAGNOSIS,
+                                 session_id="s1")
     store.cancel_run(cancelled)
-    knowledge = store.create_run(query="how?", intent=Intent.KNOWLEDGE_QUERY, session_id="s1")
+    knowledge = store.create_run(tenant_id=TENANT, query="how?", intent=Intent.KNOWLEDGE_QUERY,
+                                 session_id="s1")
     store.finalize(knowledge, _result(knowledge))
-    other = store.create_run(query="elsewhere", intent=Intent.DIAGNOSIS, session_id="s2")
+    other = store.create_run(tenant_id=TENANT, query="elsewhere", intent=Intent.DIAGNOSIS,
+                             session_id="s2")
     store.finalize(other, _result(other))
-    previous = store.previous_turn("s1")
+    previous = store.previous_turn(TENANT, "s1")
     assert previous is not None and previous.run_id == ok
 
 
 def test_commit_node__stores_calls_and_attempts_exactly(store: RunStore) -> None:
-    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, state={})
+    run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS, state={})
     pending = _invocation("toolu_01", status=LifecycleStatus.PROJECTING)
     attempt = _attempt(run_id)
     store.commit_node(run_id, expected_version=0, node="execute", state={"n": 1},
@@ -99,7 +109,7 @@ def test_commit_node__stores_calls_and_attempts_exactly(store: RunStore) -> None
 
 
 def test_commit_node__a_duplicate_writes_nothing(store: RunStore) -> None:
-    run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, state={})
+    run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS, state={})
     store.commit_node(run_id, expected_version=0, node="execute", state={},
                       invocations=[_invocation("toolu_01")], attempts=[_attempt(run_id)])
     with pytest.raises(DuplicateToolCallError):
@@ -116,9 +126,9 @@ def test_commit_node__a_duplicate_writes_nothing(store: RunStore) -> None:
     with pytest.raises(StoreError, match="duplicate model attempt"):
         store.commit_node(run_id, expected_version=1, node="verify", state={"lost": True},
                           attempts=[_attempt(run_id)], events=[("verify", "completed", {})])
-    record, state = store.get_state(run_id)
+    record, state = store.get_state(run_id, tenant_id=TENANT)
     assert (record.version, state) == (1, {})
-    assert store.events_since(run_id) == []
+    assert store.events_since(run_id, tenant_id=TENANT) == []
     assert len(store.list_invocations(run_id)) == 1 and len(store.list_attempts(run_id)) == 1
 
 
@@ -128,7 +138,7 @@ def test_a_lost_database_connection_is_store_unavailable_then_recovers(
     name = f"verity-lost-{uuid.uuid4().hex[:12]}"  # kill this store's connections, no others
     url = make_url(postgres_url).update_query_dict({"application_name": name})
     with RunStore.open(url.render_as_string(hide_password=False)) as store:
-        run_id = store.create_run(query="why?", intent=Intent.DIAGNOSIS, state={})
+        run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS, state={})
         store.get_node_input(run_id)  # a pooled connection now exists
         admin = create_engine(postgres_server_url, poolclass=NullPool)
         with admin.connect() as connection:

@@ -19,12 +19,18 @@ from pipeline.config import VeritySettings
 from pipeline.errors import (
     ConfigurationError,
     InputError,
+    RunNotFoundError,
     StoreUnavailableError,
 )
 from pipeline.factory import build_runtime
+from pipeline.runtime import Runtime
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.store import RunStore, make_engine
+from tasks import client as client_module
 from tasks.client import VerityClient
+
+TENANT = "team-a"
+"""The owner of this module's runs."""
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT = default_scenarios_dir() / "checkout-pool-exhaustion"
@@ -40,7 +46,7 @@ def _closed_port() -> int:
 @pytest.fixture
 def client(store: RunStore) -> Iterator[VerityClient]:
     """A client over the test's store (the in-process memory broker; nothing consumes)."""
-    yield VerityClient(build_runtime(VeritySettings(), store=store))
+    yield VerityClient(build_runtime(VeritySettings(), store=store), tenant=TENANT)
 
 
 def _source(kind: str, tmp_path: Path) -> str | None:
@@ -71,7 +77,7 @@ def test_submit__a_bad_data_source_is_one_line_and_writes_nothing(
     with pytest.raises(InputError) as raised:
         client.submit(QUESTION, data_source=_source(kind, tmp_path))
     assert message in str(raised.value) and "\n" not in str(raised.value)
-    assert store.list_runs() == []
+    assert store.list_runs(tenant_id=TENANT) == []
 
 
 def test_submit__a_scenario_folder_is_stored_as_its_absolute_path(
@@ -79,7 +85,7 @@ def test_submit__a_scenario_folder_is_stored_as_its_absolute_path(
 ) -> None:
     monkeypatch.chdir(CHECKOUT.parent)
     run_id = client.submit(QUESTION, data_source=CHECKOUT.name)
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert record.data_source == str(CHECKOUT.resolve())
     assert record.deadline_at is not None
 
@@ -93,11 +99,11 @@ def test_submit__a_runtime_with_its_own_source_loader_is_asked_instead(
         return object()
 
     client.runtime.source_loader = loader
-    assert store.get_run(client.submit("q", data_source="warehouse:orders")).data_source == (
-        "warehouse:orders")
+    run_id = client.submit("q", data_source="warehouse:orders")
+    assert store.get_run(run_id, tenant_id=TENANT).data_source == "warehouse:orders"
     with pytest.raises(InputError, match=r"^data_source 'nope' cannot be loaded: KeyError"):
         client.submit("q", data_source="nope")
-    assert len(store.list_runs()) == 1
+    assert len(store.list_runs(tenant_id=TENANT)) == 1
 
 
 @pytest.mark.postgres
@@ -135,7 +141,7 @@ def _producer(env: dict[str, str], code: str) -> dict[str, Any]:
 def test_submit__a_broker_that_is_down_leaves_no_row(database_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VERITY_", "ANTHROPIC_"))}
     env.update(VERITY_BROKER_URL=f"redis://127.0.0.1:{_closed_port()}/0",
-               VERITY_DATABASE_URL=database_url)
+               VERITY_DATABASE_URL=database_url, VERITY_TENANT=TENANT)
     out = _producer(env, (
         "import time\nfrom pipeline.errors import BrokerUnavailableError\n"
         "start = time.monotonic()\n"
@@ -145,28 +151,79 @@ def test_submit__a_broker_that_is_down_leaves_no_row(database_url: str) -> None:
         "except BrokerUnavailableError as exc:\n"
         "    raised = str(exc)\n"
         "print(json.dumps({'raised': raised, 'seconds': time.monotonic() - start,"
-        " 'runs': len(client.runtime.store.list_runs())}))\n"
+        " 'runs': len(client.runtime.store.list_runs(tenant_id=client.tenant))}))\n"
     ))
     assert out["raised"] is not None and "\n" not in out["raised"]
     assert out["raised"].startswith("broker unavailable: ") and "refused" in out["raised"]
     assert out["seconds"] < 10  # a bounded publish retry, not minutes
     assert out["runs"] == 0
     with RunStore.open(database_url) as store:
-        assert store.list_runs() == []
+        assert store.list_runs(tenant_id=TENANT) == []
 
 
 def test_submit__a_deadline_of_its_own_is_stored_and_a_bad_one_refused(
     client: VerityClient, store: RunStore
 ) -> None:
     run_id = client.submit(QUESTION, data_source=str(CHECKOUT), deadline_s=90)
-    record = store.get_run(run_id)
+    record = store.get_run(run_id, tenant_id=TENANT)
     assert record.deadline_at is not None and record.created_at is not None
     assert abs((record.deadline_at - record.created_at).total_seconds() - 90) < 1
-    default = store.get_run(client.submit(QUESTION, data_source=str(CHECKOUT)))
+    default = store.get_run(client.submit(QUESTION, data_source=str(CHECKOUT)), tenant_id=TENANT)
     assert default.deadline_at is not None and default.created_at is not None
     assert abs((default.deadline_at - default.created_at).total_seconds()
                - VeritySettings().run_deadline_s) < 1
-    before = len(store.list_runs())
+    before = len(store.list_runs(tenant_id=TENANT))
     with pytest.raises(InputError, match="deadline_s must be a positive number"):
         client.submit(QUESTION, data_source=str(CHECKOUT), deadline_s=0)
-    assert len(store.list_runs()) == before
+    assert len(store.list_runs(tenant_id=TENANT)) == before
+
+
+# -- tenants ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def env_runtime(client: VerityClient, monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    """`from_env` builds no runtime of its own: it gets the test's."""
+    for name in ("VERITY_BROKER_URL", "VERITY_DATABASE_URL", "VERITY_TENANT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(client_module, "get_runtime", lambda: client.runtime)
+    return client.runtime
+
+
+def test_from_env__the_tenant_given_else_verity_tenant(
+    env_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"^no tenant: .*VERITY_TENANT$"):
+        VerityClient.from_env()
+    monkeypatch.setenv("VERITY_TENANT", "team-b")
+    assert VerityClient.from_env().tenant == "team-b"
+    assert VerityClient.from_env(tenant="team-c").tenant == "team-c"
+    monkeypatch.setenv("VERITY_TENANT", "team b")
+    with pytest.raises(InputError, match=r"^tenant id 'team b' may hold only"):
+        VerityClient.from_env()
+
+
+@pytest.mark.parametrize("tenant", ["", "a b", "x" * 129, "a/b", "t\n1"],
+                         ids=["empty", "space", "too-long", "slash", "newline"])
+def test_client__a_bad_tenant_id_is_one_line(client: VerityClient, tenant: str) -> None:
+    with pytest.raises(InputError) as raised:
+        VerityClient(client.runtime, tenant=tenant)
+    assert str(raised.value).startswith("tenant id ") and "\n" not in str(raised.value)
+
+
+def test_client__another_tenants_run_is_an_unknown_run(
+    client: VerityClient, store: RunStore
+) -> None:
+    run_id = client.submit(QUESTION, data_source=str(CHECKOUT), session_id="sre-42")
+    other = VerityClient(client.runtime, tenant="team-b")
+    calls = {"get": other.get, "events": other.events, "cancel": other.cancel,
+             "wait": lambda r: other.wait(r, timeout=1)}
+    for name, call in calls.items():
+        for target in (run_id, "no-such-run"):
+            with pytest.raises(RunNotFoundError) as raised:
+                call(target)
+            assert str(raised.value) == f"no run with id {target!r}", name
+    record = client.get(run_id)
+    assert (record.tenant_id, record.cancel_requested) == (TENANT, False)
+    assert [e.kind for e in client.events(run_id)] == ["accepted"]
+    assert other.runtime.store.list_runs(tenant_id="team-b") == []
