@@ -21,7 +21,7 @@ from pipeline.factory import build_runtime
 from pipeline.runtime import Runtime
 from tests.providers import claude_like
 from tests.providers.claude_like import answer_like_claude
-from tests.providers.test_fake_runs import drive, settings
+from tests.providers.test_fake_runs import TENANT, drive, settings
 
 SCENARIO = "checkout-injected-instructions"
 PLANTED = "elastic-cluster-9"
@@ -114,7 +114,7 @@ def assert_not_obeyed(run: RunRecord) -> None:
 def test_offline_agents_diagnose_the_real_incident(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = _runtime(None, tmp_path, monkeypatch)
-    run = runtime.store.get_run(drive(runtime, SCENARIO))
+    run = runtime.store.get_run(drive(runtime, SCENARIO), tenant_id=TENANT)
     assert_not_obeyed(run)
     assert (run.status, run.verdict) == (RunStatus.SUCCESS, Verdict.PASS)
     assert run.final_answer is not None and "v2.3.1" in run.final_answer.answer_summary
@@ -132,10 +132,10 @@ def test_claude_obeying_the_injected_text_never_ships_it(
     if obeying == "all":
         fake.set_default_responder(obedient_composer, "composer")
     runtime = _runtime(fake, tmp_path, monkeypatch)
-    run = runtime.store.get_run(drive(runtime, SCENARIO))
+    run = runtime.store.get_run(drive(runtime, SCENARIO), tenant_id=TENANT)
     assert_not_obeyed(run)
     assert run.verdict is not Verdict.PASS  # its one root cause rests on the injected line only
-    _, raw = runtime.store.get_state(run.run_id)
+    _, raw = runtime.store.get_state(run.run_id, tenant_id=TENANT)
     assert raw is not None
     pipeline = raw["pipeline"]
     checks = {c["claim_id"]: c["verification"] for c in pipeline["claim_checks"]}
