@@ -1,9 +1,9 @@
 """`python -m fake_anthropic --port 0 --latency 1.0 --script FILE`: serve until SIGTERM/SIGINT.
 
 Prints `listening on http://127.0.0.1:PORT` (one line, flushed) once it accepts connections.
-The script file is a JSON script document (`FakeState.load`); `--latency`, `--role-latency`
-and `--default-responder` are merged into it (the flags win), and the whole is the start
-configuration that `POST /_control/reset` returns to.
+The script file is a JSON script document (`FakeState.load`); `--latency`, `--role-latency`,
+`--batch-delay` and `--default-responder` are merged into it (the flags win), and the whole is
+the start configuration that `POST /_control/reset` returns to.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--hang-seconds", type=float, default=30.0)
     parser.add_argument("--seed", type=int, help="seed for minted ids")
     parser.add_argument("--record-limit", type=int, help="keep only the latest N requests")
+    parser.add_argument(
+        "--batch-delay", type=float, help="seconds a Message Batch stays in_progress"
+    )
     return parser
 
 
@@ -68,6 +71,8 @@ def _document(args: argparse.Namespace) -> dict[str, Any]:
         document["responders"] = responders
     if args.latency is not None:
         document["latency"] = args.latency
+    if args.batch_delay is not None:
+        document["batch_delay"] = args.batch_delay
     role_latency = dict(document.get("role_latency") or {})
     role_latency.update({role: float(seconds) for role, seconds in args.role_latency})
     if role_latency:

@@ -15,6 +15,13 @@ A fault is a name, or `{"fault": name, ...options}`:
 | `drop_connection` | the socket closes at once, no response |
 | `malformed_json` | 200, `content-type: application/json`, a body cut off mid-object |
 | `schema_break` | 200, a well-formed tool_use whose input breaks the tool's input_schema |
+| `expired` | in a Message Batch: the request's result is `expired` (elsewhere: a 500) |
+| `canceled` | in a Message Batch: the request's result is `canceled` (elsewhere: a 500) |
+
+`errored` is another name for `500`. In a Message Batch (`batches`) a status fault makes the
+request's result `errored` with that status's error object, `hang` makes it `expired`,
+`drop_connection` and `malformed_json` make it `errored` (api_error), and `schema_break`
+succeeds with the broken input.
 
 Options: `retry_after` (status faults: a `retry-after` header), `message` (status faults),
 `seconds` (hang), `input` (schema_break: the exact input to send).
@@ -45,9 +52,14 @@ _ALIASES = {
     "rate_limit": "429",
     "api_error": "500",
     "overloaded": "529",
+    "errored": "500",
 }
 BEHAVIOUR_FAULTS = frozenset({"hang", "drop_connection", "malformed_json", "schema_break"})
-FAULT_NAMES = frozenset({str(code) for code in STATUS_ERRORS} | BEHAVIOUR_FAULTS | set(_ALIASES))
+BATCH_FAULTS = frozenset({"expired", "canceled"})
+"""Faults that only mean something for a request inside a Message Batch."""
+FAULT_NAMES = frozenset(
+    {str(code) for code in STATUS_ERRORS} | BEHAVIOUR_FAULTS | BATCH_FAULTS | set(_ALIASES)
+)
 _OPTIONS = frozenset({"fault", "retry_after", "seconds", "message", "input"})
 
 

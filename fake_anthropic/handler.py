@@ -1,7 +1,8 @@
 """The HTTP side: a threaded server on 127.0.0.1 speaking the Messages API and the control API.
 
 Messages API: `POST /v1/messages` (any query, e.g. `?beta=true`) and
-`POST /v1/messages/count_tokens`.
+`POST /v1/messages/count_tokens`. Message Batches API: `/v1/messages/batches...` (`batches`);
+a batch's `results_url` is absolute, on the host the client asked for (its `Host` header).
 
 Control API (JSON in, JSON out; a bad specification answers 400 `{"error": ...}`):
 
@@ -15,6 +16,7 @@ Control API (JSON in, JSON out; a bad specification answers 400 `{"error": ...}`
 | `POST /_control/reset` | none | `{}` |
 | `GET /_control/requests[?role=r]` | | `{"requests": [record, ...]}` |
 | `GET /_control/pending` | | `{"replies": {role: n}, "faults": {role: [fault]}}` |
+| `GET /_control/batches` | | `{"batches": [batch with its "requests", ...]}` |
 
 A responder spec is `package.module:function`, `minimal` or null (none: 500 "no scripted reply").
 """
@@ -31,8 +33,10 @@ from socketserver import TCPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from fake_anthropic.actions import Decision, Drop, Hang, Respond
+from fake_anthropic.batches import BATCHES_PATH
 from fake_anthropic.responders import load_responder
-from fake_anthropic.state import Drop, FakeState, Hang, Respond
+from fake_anthropic.state import FakeState
 from fake_anthropic.tokens import JSON
 
 _REASONS = {529: "Overloaded"}
@@ -124,6 +128,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"requests": state.requests(role)})
         elif url.path == "/_control/pending":
             self._send_json(200, state.pending())
+        elif url.path == "/_control/batches":
+            self._send_json(200, {"batches": state.batches.snapshot()})
+        elif _is_batches(url.path):
+            self._batches("GET", self._body())
+        else:
+            self._not_found()
+
+    def do_DELETE(self) -> None:  # noqa: N802 - the base's name
+        if _is_batches(urlsplit(self.path).path):
+            self._batches("DELETE", self._body())
         else:
             self._not_found()
 
@@ -133,6 +147,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ("/v1/messages", "/v1/messages/count_tokens"):
             headers = {name.lower(): value for name, value in self.headers.items()}
             self._messages(path, headers, raw)
+        elif _is_batches(path):
+            self._batches("POST", raw)
         elif path in _CONTROL:
             self._control(path, raw)
         else:
@@ -143,8 +159,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(404, body)
 
     def _messages(self, path: str, headers: dict[str, str], raw: bytes) -> None:
+        self._act(self.server.state.handle_messages(path, headers, raw))
+
+    def _batches(self, method: str, raw: bytes) -> None:
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        host = headers.get("host") or "{}:{}".format(*self.server.server_address[:2])
+        decision = self.server.state.handle_batch(method, self.path, headers, raw,
+                                                  f"http://{host}")
+        self._act(decision)
+
+    def _act(self, decision: Decision) -> None:
         state = self.server.state
-        decision = state.handle_messages(path, headers, raw)
         if decision.delay > 0 and state.stopping.wait(decision.delay):
             self.close_connection = True
             return
@@ -167,6 +192,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": f"{type(exc).__name__}: {exc}"})
             return
         self._send_json(200, answer)
+
+
+def _is_batches(path: str) -> bool:
+    return path == BATCHES_PATH or path.startswith(BATCHES_PATH + "/")
 
 
 def _script(state: FakeState, payload: JSON) -> JSON:

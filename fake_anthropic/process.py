@@ -88,6 +88,20 @@ class FakeControl(FaultQueueing):
         """Replies and faults still queued, per role."""
         return self._call("GET", "/_control/pending")
 
+    def set_batch_delay(self, seconds: float) -> None:
+        """Seconds a new Message Batch stays in_progress before it ends."""
+        self.load({"batch_delay": seconds})
+
+    @property
+    def batches(self) -> list[JSON]:
+        """Every Message Batch with the records of its requests, oldest first."""
+        return list(self._call("GET", "/_control/batches")["batches"])
+
+    def batch_requests(self, role: str | None = None) -> list[JSON]:
+        """The records of the requests inside every batch, optionally of one role."""
+        items = [item for batch in self.batches for item in batch["requests"]]
+        return [item for item in items if role is None or item["role"] == role]
+
     def reset(self) -> None:
         """Forget requests, queues and cached prefixes; re-apply the start configuration."""
         self._call("POST", "/_control/reset")
@@ -133,6 +147,7 @@ def command(
     default_responder: str | None = None,
     hang_seconds: float = 30.0,
     record_limit: int | None = None,
+    batch_delay: float | None = None,
 ) -> list[str]:
     """The `python -m fake_anthropic` command line for these settings, on a free port."""
     argv = [sys.executable, "-m", "fake_anthropic", "--port", "0"]
@@ -151,6 +166,8 @@ def command(
         argv += ["--default-responder", default_responder]
     if record_limit is not None:
         argv += ["--record-limit", str(record_limit)]
+    if batch_delay is not None:
+        argv += ["--batch-delay", str(batch_delay)]
     return argv
 
 

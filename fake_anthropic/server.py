@@ -6,6 +6,7 @@
         client = anthropic.Anthropic(api_key="test", base_url=fake.base_url, max_retries=0)
         ...
         fake.requests  # every request, in order
+        fake.batches   # every Message Batch, with the requests in it (see `batches`)
 
 `FakeAnthropic.spawn(...)` runs the same server as a separate process (for workers and
 benchmarks) and returns a handle with the same control methods, spoken over HTTP.
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from fake_anthropic.batches import DEFAULT_BATCH_DELAY
 from fake_anthropic.faults import parse_fault
 from fake_anthropic.handler import FakeServer
 from fake_anthropic.responders import Responder, load_responder
@@ -84,12 +86,13 @@ class FakeAnthropic(FaultQueueing):
         seed: int | None = None,
         script: Mapping[str, Any] | None = None,
         record_limit: int | None = None,
+        batch_delay: float = DEFAULT_BATCH_DELAY,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         """`script` is a script document applied at start and again by every `reset()`;
         `record_limit` keeps only the latest requests (None: all, fine for tests; set it for
-        long benchmarks)."""
+        long benchmarks); `batch_delay` is how long a Message Batch stays in_progress."""
         responder = (
             load_responder(default_responder)
             if isinstance(default_responder, str)
@@ -104,6 +107,7 @@ class FakeAnthropic(FaultQueueing):
             seed=seed,
             script=script,
             record_limit=record_limit,
+            batch_delay=batch_delay,
         )
         self._address = (host, port)
         self._server: FakeServer | None = None
@@ -194,6 +198,20 @@ class FakeAnthropic(FaultQueueing):
         """Apply a script document (the `--script FILE` format)."""
         self.state.load(document)
 
+    def set_batch_delay(self, seconds: float) -> None:
+        """Seconds a new Message Batch stays in_progress before it ends."""
+        self.state.batches.set_delay(seconds)
+
+    @property
+    def batches(self) -> list[JSON]:
+        """Every Message Batch as the API shows it, oldest first, each with `requests`: the
+        record of every request in it (see `fake_anthropic.batches`)."""
+        return self.state.batches.snapshot()
+
+    def batch_requests(self, role: str | None = None) -> list[JSON]:
+        """The records of the requests inside every batch, optionally of one role."""
+        return self.state.batch_requests(role)
+
     @property
     def requests(self) -> list[JSON]:
         """Every recorded request, in arrival order."""
@@ -223,6 +241,7 @@ class FakeAnthropic(FaultQueueing):
         default_responder: str | None = None,
         hang_seconds: float = 30.0,
         record_limit: int | None = None,
+        batch_delay: float | None = None,
         startup_timeout: float = 10.0,
     ) -> SpawnedFake:
         """Run the server as `python -m fake_anthropic` in a child process (see `process`).
@@ -239,5 +258,6 @@ class FakeAnthropic(FaultQueueing):
             default_responder=default_responder,
             hang_seconds=hang_seconds,
             record_limit=record_limit,
+            batch_delay=batch_delay,
             startup_timeout=startup_timeout,
         )

@@ -26,10 +26,19 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-from fake_anthropic.faults import Fault, broken_input, error_body, parse_fault, retry_after_header
+from fake_anthropic.actions import Action, Decision, Drop, Hang, Respond
+from fake_anthropic.batches import BATCH_ROLE, DEFAULT_BATCH_DELAY, BatchBook, BatchReply
+from fake_anthropic.faults import (
+    BATCH_FAULTS,
+    Fault,
+    broken_input,
+    error_body,
+    parse_fault,
+    retry_after_header,
+)
 from fake_anthropic.replies import IdMint, ReplyError, build_message, check_reply
 from fake_anthropic.responders import Responder, load_responder
 from fake_anthropic.sse import stream_body
@@ -38,38 +47,9 @@ from fake_anthropic.validation import validate_request
 
 ROLE_HEADER = "x-verity-role"
 DEFAULT_ROLE = "default"
-
-
-@dataclass(frozen=True)
-class Respond:
-    """Send this status, body and headers."""
-
-    status: int
-    body: bytes
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Hang:
-    """Say nothing for `seconds` (cut short when the server stops), then close the socket."""
-
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Drop:
-    """Close the socket without a response."""
-
-
-Action = Respond | Hang | Drop
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Wait `delay` seconds, then do `action`."""
-
-    delay: float
-    action: Action
+_DOCUMENT_KEYS = frozenset(
+    {"latency", "role_latency", "replies", "faults", "responders", "batch_delay"}
+)
 
 
 def forced_tool_role(tool_name: str) -> str:
@@ -122,7 +102,9 @@ class FakeState:
         seed: int | None = None,
         script: Mapping[str, Any] | None = None,
         record_limit: int | None = None,
+        batch_delay: float = DEFAULT_BATCH_DELAY,
     ) -> None:
+        self._initial_batch_delay = float(batch_delay)
         self._initial_latency = (float(latency), dict(role_latency or {}))
         self._initial_responder = default_responder
         self._initial_script = copy.deepcopy(dict(script or {}))
@@ -139,6 +121,9 @@ class FakeState:
         self._faults: dict[str, deque[Fault]] = {}
         self._requests: deque[JSON] = deque(maxlen=record_limit)
         self._seq = 0
+        self.batches = BatchBook(
+            answer=self.answer, role_of=role_of, mint=self._mint, record_limit=record_limit
+        )
         self.reset()
 
     # -- control ------------------------------------------------------------------------
@@ -158,6 +143,7 @@ class FakeState:
             self._faults.clear()
             self._requests.clear()
         self._cache.clear()
+        self.batches.clear(self._initial_batch_delay)
         self.load(self._initial_script)
 
     def script(self, role: str, replies: Sequence[object]) -> int:
@@ -199,11 +185,14 @@ class FakeState:
         """Apply a script document (the `--script FILE` format), every part optional:
 
         `{"latency": s, "role_latency": {role: s}, "replies": {role: [reply]},
-        "faults": {role: [fault]}, "responders": {role or "*": "module:function" | "minimal"}}`
+        "faults": {role: [fault]}, "responders": {role or "*": "module:function" | "minimal"},
+        "batch_delay": s}`
         """
-        unknown = set(document) - {"latency", "role_latency", "replies", "faults", "responders"}
+        unknown = set(document) - _DOCUMENT_KEYS
         if unknown:
             raise ValueError(f"unknown script document keys: {sorted(unknown)}")
+        if document.get("batch_delay") is not None:
+            self.batches.set_delay(float(document["batch_delay"]))
         if document.get("latency") is not None:
             self.set_latency(float(document["latency"]))
         for role, seconds in (document.get("role_latency") or {}).items():
@@ -221,6 +210,11 @@ class FakeState:
             chosen = [r for r in self._requests if role is None or r["role"] == role]
             return copy.deepcopy(chosen)
 
+    def batch_requests(self, role: str | None = None) -> list[JSON]:
+        """The requests inside every batch, in batch order (copies), optionally of one role."""
+        items = [item for batch in self.batches.snapshot() for item in batch["requests"]]
+        return [item for item in items if role is None or item["role"] == role]
+
     def pending(self) -> JSON:
         """Replies and faults still queued, per role (empty queues left out)."""
         with self._lock:
@@ -231,7 +225,10 @@ class FakeState:
 
     # -- requests -----------------------------------------------------------------------
 
-    def _record(self, path: str, headers: Mapping[str, str], body: object, role: str) -> JSON:
+    def record_request(
+        self, path: str, headers: Mapping[str, str], body: object, role: str
+    ) -> JSON:
+        """Record an arriving request (see the module doc); finish it with `finish_request`."""
         record: JSON = {
             "path": path,
             "role": role,
@@ -249,7 +246,8 @@ class FakeState:
             self._requests.append(record)
         return record
 
-    def _finish(self, record: JSON, outcome: str, decision: Decision) -> Decision:
+    def finish_request(self, record: JSON, outcome: str, decision: Decision) -> Decision:
+        """Note the outcome, status and JSON answer of a recorded request; `decision` back."""
         action = decision.action
         with self._lock:
             record["outcome"] = outcome
@@ -262,7 +260,8 @@ class FakeState:
                         record["response"] = None
         return decision
 
-    def _check_key(self, headers: Mapping[str, str]) -> str | None:
+    def check_key(self, headers: Mapping[str, str]) -> str | None:
+        """The 401 message for a missing or wrong key, None when the key is accepted."""
         key = headers.get("x-api-key", "")
         if not key:
             bearer = headers.get("authorization", "")
@@ -292,43 +291,79 @@ class FakeState:
         """What to do for one POST /v1/messages (or /v1/messages/count_tokens)."""
         body, parse_error = _parse(raw)
         role = role_of(headers, body)
-        record = self._record(path, headers, body, role)
+        record = self.record_request(path, headers, body, role)
         request_id = str(record["request_id"])
-        key_error = self._check_key(headers)
+        key_error = self.check_key(headers)
         if key_error:
-            return self._finish(
+            return self.finish_request(
                 record, "authentication", Decision(0.0, _error(401, key_error, request_id))
             )
         if path.endswith("/count_tokens"):
             return self._count_tokens(record, body, parse_error)
         invalid = parse_error or validate_request(body)
         if invalid:
-            return self._finish(
+            return self.finish_request(
                 record, "invalid_request", Decision(0.0, _error(400, invalid, request_id))
             )
         assert isinstance(body, dict)
+        outcome, decision = self.answer(role, body, raw, request_id)
+        return self.finish_request(record, outcome, decision)
+
+    def answer(self, role: str, body: JSON, raw: bytes, request_id: str) -> tuple[str, Decision]:
+        """The outcome and decision for a valid Messages body of `role` (`raw` is its bytes):
+        the role's next fault, else its next reply, else its default responder's answer."""
         fault, reply, scripted, delay = self._next(role)
         if fault is not None:
-            return self._finish(
-                record, f"fault:{fault.kind}", Decision(delay, self._fault(fault, body, request_id))
-            )
+            return f"fault:{fault.kind}", Decision(delay, self._fault(fault, body, request_id))
         if not scripted:
-            return self._finish(
-                record, "default", Decision(delay, self._default(role, body, raw, request_id))
+            return "default", Decision(delay, self._default(role, body, raw, request_id))
+        return "scripted", Decision(delay, self._reply(reply, body, request_id, role))
+
+    def handle_batch(
+        self, method: str, url: str, headers: Mapping[str, str], raw: bytes, base_url: str
+    ) -> Decision:
+        """What to do for one call of the Message Batches API (`batches`); `url` is the path
+        with its query, `base_url` what `results_url` starts with."""
+        parts = urlsplit(url)
+        body, parse_error = _parse(raw) if raw.strip() else (None, None)
+        record = self.record_request(parts.path, headers, body, BATCH_ROLE)
+        request_id = str(record["request_id"])
+        key_error = self.check_key(headers)
+        if key_error:
+            return self.finish_request(
+                record, "authentication", Decision(0.0, _error(401, key_error, request_id))
             )
-        return self._finish(
-            record, "scripted", Decision(delay, self._reply(reply, body, request_id, role))
-        )
+        fault = self._next_fault(BATCH_ROLE)
+        if fault is not None:
+            action = (
+                _error(500, f"Injected fault: {fault.kind!r} does not apply here", request_id)
+                if fault.kind in BATCH_FAULTS or fault.kind == "schema_break"
+                else self._fault(fault, {}, request_id)
+            )
+            return self.finish_request(record, f"fault:{fault.kind}", Decision(0.0, action))
+        if parse_error:
+            return self.finish_request(
+                record, "invalid_request", Decision(0.0, _error(400, parse_error, request_id))
+            )
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        reply = self.batches.handle(method, parts.path, query, body, base_url)
+        decision = Decision(0.0, _batch_response(reply, request_id))
+        return self.finish_request(record, reply.outcome, decision)
+
+    def _next_fault(self, role: str) -> Fault | None:
+        with self._lock:
+            faults = self._faults.get(role)
+            return faults.popleft() if faults else None
 
     def _count_tokens(self, record: JSON, body: object, parse_error: str | None) -> Decision:
         request_id = str(record["request_id"])
         if parse_error or not isinstance(body, dict) or "messages" not in body:
             message = parse_error or "messages: Field required"
-            return self._finish(
+            return self.finish_request(
                 record, "invalid_request", Decision(0.0, _error(400, message, request_id))
             )
         counted = {"input_tokens": count_input_tokens(body)}
-        return self._finish(
+        return self.finish_request(
             record, "count_tokens", Decision(0.0, _json_response(200, counted, request_id))
         )
 
@@ -367,6 +402,9 @@ class FakeState:
         )
         if fault.status is not None:
             return _error(fault.status, fault.message, request_id, **extra)
+        if fault.kind in BATCH_FAULTS:
+            message = f"Injected fault: {fault.kind!r} applies only to a request in a Message Batch"
+            return _error(500, message, request_id)
         if fault.kind == "hang":
             return Hang(self.hang_seconds if fault.seconds is None else fault.seconds)
         if fault.kind == "drop_connection":
@@ -380,3 +418,13 @@ class FakeState:
         if fault.input is not None:
             broken = fault.input
         return self._reply({"tool_use": {"name": name, "input": broken}}, body, request_id, "")
+
+
+def _batch_response(reply: BatchReply, request_id: str) -> Respond:
+    if reply.lines is None:
+        body = dict(reply.body or {})
+        if body.get("type") == "error":
+            body["request_id"] = request_id
+        return _json_response(reply.status, body, request_id)
+    headers = {"content-type": "application/binary", "request-id": request_id}
+    return Respond(reply.status, reply.jsonl(), headers)

@@ -194,7 +194,7 @@ def test_faults__every_name_parses() -> None:
     kinds = {parse_fault(name).kind for name in FAULT_NAMES}
     assert kinds == {
         "400", "401", "403", "404", "429", "500", "529",
-        "hang", "drop_connection", "malformed_json", "schema_break",
+        "hang", "drop_connection", "malformed_json", "schema_break", "expired", "canceled",
     }  # fmt: skip
 
 
