@@ -15,6 +15,12 @@ The SDK runs with `max_retries=0` and explicit timeouts: the runtime owns every 
 A response header `x-should-retry: true|false` overrides the status rule, as the SDK does.
 Every request carries `x-verity-role: <role>`.
 
+Message Batches. `create_batch`, `retrieve_batch`, `batch_results` and `cancel_batch` are the
+SDK half of `pipeline.providers.batches` (which holds the batching and no SDK): their errors map
+as above; an `errored` result's error object maps by its type as its status would
+(rate_limit_error as 429, overloaded_error as 529, invalid_request_error as 400 ...); a
+succeeded result becomes a `MessagesResponse` with `batch_id` and `usage.batched` set.
+
 Cancellation. Without a `CancelToken` bound to the calling context (`pipeline.cancellation`) a
 request is sent from the calling thread on one shared client, as always. With one, the request
 runs on a helper thread, on a *lane*: an SDK client of its own with a single connection, taken
@@ -35,7 +41,8 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import anthropic
@@ -50,6 +57,7 @@ from pipeline.errors import (
     RunCancelledError,
     VerityError,
 )
+from pipeline.providers.batches import BATCH_COUNTS, BatchItem, BatchResult, BatchStatus
 from pipeline.providers.messages import MessagesRequest, MessagesResponse, Usage
 
 ROLE_HEADER = "x-verity-role"
@@ -129,6 +137,57 @@ class AnthropicProvider:
             lane.abort()
         raise RunCancelledError(f"{who}: request abandoned, {token.reason}")
 
+    # -- Message Batches (the SDK half of pipeline.providers.batches) ----------------------
+
+    def create_batch(self, items: Sequence[BatchItem], *, timeout_s: float | None = None
+                     ) -> BatchStatus:
+        """Create one Message Batch of `items` (each body as `send` would post it)."""
+        requests: Any = [{"custom_id": item.custom_id, "params": item.request.body()}
+                         for item in items]
+        batch = self._batch_call(f"Message Batch of {len(items)}",
+                                 lambda c: c.messages.batches.create(requests=requests),
+                                 timeout_s)
+        return _batch_status(batch)
+
+    def retrieve_batch(self, batch_id: str, *, timeout_s: float | None = None) -> BatchStatus:
+        """The batch's processing status now."""
+        batch = self._batch_call(f"Message Batch {batch_id}",
+                                 lambda c: c.messages.batches.retrieve(batch_id), timeout_s)
+        return _batch_status(batch)
+
+    def cancel_batch(self, batch_id: str, *, timeout_s: float | None = None) -> BatchStatus:
+        """Ask the API to cancel the batch (it goes `canceling`, then ends)."""
+        batch = self._batch_call(f"Message Batch {batch_id}",
+                                 lambda c: c.messages.batches.cancel(batch_id), timeout_s)
+        return _batch_status(batch)
+
+    def batch_results(self, batch_id: str, *, timeout_s: float | None = None
+                      ) -> list[BatchResult]:
+        """Every result line of an ended batch (read from its `results_url`), in file order."""
+        def read(client: anthropic.Anthropic) -> list[Any]:
+            decoder = client.messages.batches.results(batch_id)
+            try:
+                return list(decoder)
+            finally:
+                decoder.close()
+
+        lines = self._batch_call(f"Message Batch {batch_id} results", read, timeout_s)
+        return [_batch_result(line, batch_id) for line in lines]
+
+    def _batch_call(self, what: str, call: Callable[[anthropic.Anthropic], Any],
+                    timeout_s: float | None) -> Any:
+        client = self._client if timeout_s is None else self._client.with_options(
+            timeout=timeout_s)
+        try:
+            return call(client)
+        except anthropic.APIError as exc:
+            raise _map_api_error(exc, what, forbidden=(
+                f"ANTHROPIC_API_KEY may not use the Message Batches API (403): {what}"
+            )) from None
+        except (ValueError, AttributeError, TypeError) as exc:  # a 200 not in the API's shape
+            raise ProviderOutputInvalidError(
+                f"{what}: the provider's answer is not a Message Batches answer") from exc
+
     def close(self) -> None:
         """Close the HTTP connections (the shared client's and the idle lanes')."""
         self._client.close()
@@ -150,13 +209,13 @@ def _send(client: anthropic.Anthropic, request: MessagesRequest) -> MessagesResp
             f"{request.role}: the provider's response is not valid JSON") from exc
     latency_ms = (time.perf_counter() - started) * 1000
     try:
-        return _response(message, latency_ms)
+        return _response(message, latency_ms, request_id=message._request_id)
     except (AttributeError, TypeError, ValueError) as exc:
         raise ProviderOutputInvalidError(
             f"{request.role}: the provider's response is not a Messages response") from exc
 
 
-def _response(message: Any, latency_ms: float) -> MessagesResponse:
+def _response(message: Any, latency_ms: float, *, request_id: str | None) -> MessagesResponse:
     usage = message.usage
     content = [block.to_dict() for block in message.content]
     return MessagesResponse(
@@ -169,34 +228,87 @@ def _response(message: Any, latency_ms: float) -> MessagesResponse:
             cache_write_tokens=int(usage.cache_creation_input_tokens or 0),
         ),
         model=str(message.model),
-        request_id=message._request_id,
+        request_id=request_id,
         latency_ms=round(latency_ms, 3),
     )
 
 
 def _map_error(exc: anthropic.APIError, request: MessagesRequest) -> VerityError:
-    who = f"{request.role} ({request.model})"
+    return _map_api_error(exc, f"{request.role} ({request.model})", forbidden=(
+        f"ANTHROPIC_API_KEY may not use {request.model} (403): choose another model "
+        f"(VERITY_MODEL_{request.role.upper()}) or another key"))
+
+
+def _map_api_error(exc: anthropic.APIError, who: str, *, forbidden: str) -> VerityError:
     if isinstance(exc, anthropic.APITimeoutError):
         return ProviderUnavailableError(f"{who}: the request timed out")
     if isinstance(exc, anthropic.APIConnectionError):
         return ProviderUnavailableError(f"{who}: the connection failed")
     if not isinstance(exc, anthropic.APIStatusError):
         return ProviderOutputInvalidError(f"{who}: the provider's response is not usable")
-    status = exc.status_code
     detail = _one_line(exc.api_message or exc.type or "")
+    return _status_error(exc.status_code, exc.response.headers, f"{who}: HTTP",
+                         detail=detail, forbidden=forbidden)
+
+
+def _status_error(status: int, headers: Mapping[str, str], what: str, *, detail: str,
+                  forbidden: str) -> VerityError:
+    """The Verity error for a `status` answer; `what` opens its message."""
     if status == 401:
         return ConfigurationError(
             "ANTHROPIC_API_KEY was rejected (401): set a valid key or unset it to use the "
             "offline agents")
     if status == 403:
-        return ConfigurationError(
-            f"ANTHROPIC_API_KEY may not use {request.model} (403): choose another model "
-            f"(VERITY_MODEL_{request.role.upper()}) or another key")
-    headers = exc.response.headers
+        return ConfigurationError(forbidden)
     if _transient(status, headers):
-        return ProviderUnavailableError(f"{who}: HTTP {status} {detail}".rstrip(),
+        return ProviderUnavailableError(f"{what} {status} {detail}".rstrip(),
                                         retry_after=retry_after(headers))
-    return ProviderRejectedError(f"{who}: HTTP {status} {detail}".rstrip())
+    return ProviderRejectedError(f"{what} {status} {detail}".rstrip())
+
+
+_ERROR_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+    "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+    "rate_limit_error": 429, "api_error": 500, "timeout_error": 504,
+    "gateway_timeout_error": 504, "overloaded_error": 529,
+}
+"""The status each error type of an `errored` batch result stands for (unknown: 500)."""
+
+
+def _batch_status(batch: Any) -> BatchStatus:
+    counts = batch.request_counts
+    return BatchStatus(
+        id=str(batch.id), processing_status=str(batch.processing_status),
+        request_counts={name: int(getattr(counts, name)) for name in BATCH_COUNTS},
+        results_url=batch.results_url,
+    )
+
+
+def _batch_result(line: Any, batch_id: str) -> BatchResult:
+    custom_id = str(line.custom_id)
+    result = line.result
+    who = f"{custom_id} in {batch_id}"
+    if result.type == "succeeded":
+        try:
+            response = _response(result.message, 0.0, request_id=None)
+        except (AttributeError, TypeError, ValueError) as exc:
+            error = ProviderOutputInvalidError(f"{who}: the result is not a Messages response")
+            error.__cause__ = exc
+            return BatchResult(custom_id, "errored", error=error)
+        batched = replace(response, batch_id=batch_id,
+                          usage=replace(response.usage, batched=True))
+        return BatchResult(custom_id, "succeeded", response=batched)
+    if result.type == "errored":
+        body = result.error.error
+        error_type = str(getattr(body, "type", "") or "")
+        detail = _one_line(getattr(body, "message", "") or error_type)
+        status = _ERROR_STATUS.get(error_type, 500)
+        return BatchResult(custom_id, "errored", error=_status_error(
+            status, {}, f"{who}: errored", detail=detail,
+            forbidden=f"ANTHROPIC_API_KEY may not send {who} (403): {detail}"))
+    if result.type in ("canceled", "expired"):
+        return BatchResult(custom_id, result.type)
+    raise ValueError(f"{who}: unknown result type {result.type!r}")
 
 
 def _transient(status: int, headers: Mapping[str, str]) -> bool:

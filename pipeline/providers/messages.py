@@ -73,6 +73,8 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    batched: bool = False
+    """The call went through a Message Batch: every token is priced at the batch rate."""
 
     @property
     def total(self) -> int:
@@ -83,7 +85,10 @@ class Usage:
 
 @dataclass(frozen=True)
 class MessagesResponse:
-    """One Messages API answer: content blocks as plain dicts, stop reason, usage."""
+    """One Messages API answer: content blocks as plain dicts, stop reason, usage.
+
+    A batched answer (`pipeline.providers.batches`) has `batch_id` set, `usage.batched` true,
+    no `request_id`, and as `latency_ms` the time its caller waited (collection and batch)."""
 
     content: list[JSON]
     stop_reason: str | None
@@ -91,6 +96,8 @@ class MessagesResponse:
     model: str = ""
     request_id: str | None = None
     latency_ms: float = 0.0
+    batch_id: str | None = None
+    """The Message Batch that answered; None for a direct Messages call."""
 
     def tool_uses(self, name: str | None = None) -> list[JSON]:
         """The `tool_use` blocks, in order; only those of tool `name` when given."""

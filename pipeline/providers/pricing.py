@@ -18,6 +18,10 @@ which is where every Verity prompt sits. A dated snapshot id (`claude-sonnet-5-5
 priced as its alias (longest matching prefix). A model missing from the table costs 0.0: a local
 model server behind `ANTHROPIC_BASE_URL` has no price, and a made-up one would be worse than none.
 Override or extend the table with `VERITY_PRICES_FILE` (see `load_prices`).
+
+A call answered through the Message Batches API costs half (`BATCH_DISCOUNT`) of every one of
+its token prices, cache reads and writes included (the discounts stack): `cost_usd` applies it
+when the usage says `batched` (`Usage.batched`, set by `pipeline.providers.batches`).
 """
 
 from __future__ import annotations
@@ -29,8 +33,11 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.errors import ConfigurationError
+from pipeline.providers.messages import Usage
 
 PER_MILLION = 1_000_000
+BATCH_DISCOUNT = 0.5
+"""What a batched call pays of the listed prices."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +82,8 @@ class PriceTable:
     """Prices by model id; `price` falls back to the longest id the model starts with."""
 
     prices: Mapping[str, Price]
+    batch_discount: float = BATCH_DISCOUNT
+    """The share of the listed prices a batched call pays."""
 
     def price(self, model: str) -> Price | None:
         """The model's price, or None when it is not in the table."""
@@ -83,14 +92,19 @@ class PriceTable:
         prefixes = [m for m in self.prices if model.startswith(m + "-")]
         return self.prices[max(prefixes, key=len)] if prefixes else None
 
-    def cost_usd(self, model: str, usage: TokenUsage) -> float:
-        """USD for one call's usage; 0.0 for a model without a price."""
+    def cost_usd(self, model: str, usage: TokenUsage, *, batch: bool | None = None) -> float:
+        """USD for one call's usage; 0.0 for a model without a price. At the batch rate when
+        `batch` is true, or (None) when `usage` is a `Usage` that says `batched`."""
         price = self.price(model)
         if price is None:
             return 0.0
         total = (usage.input_tokens * price.input + usage.output_tokens * price.output
                  + usage.cache_write_tokens * price.cache_write
                  + usage.cache_read_tokens * price.cache_read)
+        if batch is None:
+            batch = isinstance(usage, Usage) and usage.batched
+        if batch:
+            total *= self.batch_discount
         return round(total / PER_MILLION, 8)
 
 
@@ -122,6 +136,8 @@ def _price(entry: Mapping[str, float]) -> Price:
     )
 
 
-def cost_usd(model: str, usage: TokenUsage, table: PriceTable | None = None) -> float:
-    """USD for one call's usage under `table` (the built-in table by default)."""
-    return (table or DEFAULT_TABLE).cost_usd(model, usage)
+def cost_usd(model: str, usage: TokenUsage, table: PriceTable | None = None, *,
+             batch: bool | None = None) -> float:
+    """USD for one call's usage under `table` (the built-in table by default); `batch` as
+    for `PriceTable.cost_usd`."""
+    return (table or DEFAULT_TABLE).cost_usd(model, usage, batch=batch)
