@@ -36,6 +36,7 @@ task_routes = {
     "verity.node.verify": {"queue": "llm"},
     "verity.node.compose": {"queue": "llm"},
     "verity.node.knowledge": {"queue": "llm"},
+    "verity.batch.*": {"queue": "batch"},
     "verity.*": {"queue": "control"},
 }
 result_expires = 3600

@@ -28,7 +28,7 @@ from models.run import DEFAULT_TENANT, RunEvent, RunRecord
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import ConfigurationError, InputError, StoreUnavailableError, VerityError
 from pipeline.factory import build_runtime, resolve_scenario
-from pipeline.graph import QUEUES
+from pipeline.graph import WORKER_QUEUES
 from pipeline.ids import check_tenant_id
 from pipeline.lease import check_lease_settings
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
@@ -230,7 +230,7 @@ def scenarios(
 
 
 def worker(
-    queues: Annotated[str, typer.Option(help="Queues to consume.")] = "control,llm,tools",
+    queues: Annotated[str, typer.Option(help="Queues to consume.")] = "control,llm,tools,batch",
     concurrency: Annotated[int, typer.Option(help="Threads.")] = 8,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "INFO",
     hostname: Annotated[str | None, typer.Option(
@@ -246,10 +246,10 @@ def worker(
     # a redelivered node must find a dead copy's lease expired: checked before connecting
     check_lease_settings(settings)
     names = [q.strip() for q in queues.split(",") if q.strip()]
-    unknown = sorted(set(names) - set(QUEUES))
+    unknown = sorted(set(names) - set(WORKER_QUEUES))
     if not names or unknown:
-        raise InputError(
-            f"--queues: {', '.join(unknown) or 'none given'}; choose among {', '.join(QUEUES)}")
+        raise InputError(f"--queues: {', '.join(unknown) or 'none given'}; choose among "
+                         f"{', '.join(WORKER_QUEUES)}")
     if concurrency < 1:
         raise InputError("--concurrency must be at least 1")
     from tasks.app import app

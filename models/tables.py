@@ -173,15 +173,19 @@ class RunEventRow(Base):
 
 
 class LlmAttemptRow(Base):
-    """`llm_attempt`: one model call attempt, retries included."""
+    """`llm_attempt`: one model call attempt, retries included; a re-verification's attempts
+    carry its batch id (a live run's, the empty string)."""
 
     __tablename__ = "llm_attempt"
-    __table_args__ = (UniqueConstraint("run_id", "role", "cycle", "attempt_number"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", "batch_id", "role", "cycle", "attempt_number"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(
         String(64), ForeignKey("diagnosis_run.run_id", ondelete="CASCADE")
     )
+    batch_id: Mapped[str] = mapped_column(String(64), default="", server_default=text("''"))
     role: Mapped[str] = mapped_column(String(32))
     cycle: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     attempt_number: Mapped[int] = mapped_column(Integer)
@@ -198,3 +202,61 @@ class LlmAttemptRow(Base):
     outcome: Mapped[str] = mapped_column(String(64))
     error_type: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class ReverifyBatchRow(Base):
+    """`reverify_batch`: one re-verification job over a tenant's selected runs."""
+
+    __tablename__ = "reverify_batch"
+    __table_args__ = (Index("ix_reverify_batch_status_updated_at", "status", "updated_at"),)
+
+    batch_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(128), index=True)
+    status: Mapped[str] = mapped_column(String(32))
+    provider: Mapped[str] = mapped_column(String(32))
+    message_batches: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The selection's filters, as given (keys of models.batch.Selection).
+    selection: Mapped[dict[str, Any]] = mapped_column(_json())
+    chunk_size: Mapped[int] = mapped_column(Integer)
+    total: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    done: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    failed: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # How often the reconciler re-sent the chunks of a stalled batch.
+    resend_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+
+
+class ReverifyItemRow(Base):
+    """`reverify_item`: one stored run of a batch and, once judged, its new outcome. The run
+    itself is never written: old values are copied here when the item is judged."""
+
+    __tablename__ = "reverify_item"
+    __table_args__ = (
+        UniqueConstraint("batch_id", "run_id"),
+        Index("ix_reverify_item_batch_id_status", "batch_id", "status"),
+    )
+
+    batch_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("reverify_batch.batch_id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    old_status: Mapped[str | None] = mapped_column(String(32))
+    old_verdict: Mapped[str | None] = mapped_column(String(16))
+    old_fallback_type: Mapped[str | None] = mapped_column(String(64))
+    new_status: Mapped[str | None] = mapped_column(String(32))
+    new_verdict: Mapped[str | None] = mapped_column(String(16))
+    new_fallback_type: Mapped[str | None] = mapped_column(String(64))
+    # Gatekeeper severity and failed rules, claim checks (claim_id, old, new), downgrades,
+    # the new rationale, the prompts and models used: models.batch.ItemResult's fields.
+    detail: Mapped[dict[str, Any] | None] = mapped_column(_json())
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default=text("0"))
+    error: Mapped[str | None] = mapped_column(Text)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -7,6 +7,7 @@
     ├── StoreError                  the run store refused an operation
     │   ├── DuplicateToolCallError  a tool_call_id already recorded for the run; first row kept
     │   ├── RunNotFoundError        no such run id
+    │   ├── BatchNotFoundError      no such re-verification batch id
     │   ├── StaleStateError         a conditional update lost the race (expected node/version)
     │   └── StoreUnavailableError   the database could not be reached; the task is retried
     ├── BrokerUnavailableError      the broker could not be reached at submit; no run is left
@@ -63,6 +64,14 @@ class RunNotFoundError(StoreError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id {run_id!r}")
         self.run_id = run_id
+
+
+class BatchNotFoundError(StoreError):
+    """No re-verification batch has this id (for this tenant: another's looks the same)."""
+
+    def __init__(self, batch_id: str) -> None:
+        super().__init__(f"no batch with id {batch_id!r}")
+        self.batch_id = batch_id
 
 
 class StaleStateError(StoreError):

@@ -234,3 +234,7 @@ TOOL_QUEUE = "tools"
 QUEUES: tuple[str, ...] = tuple(sorted({spec.queue for spec in GRAPH.nodes.values()}
                                        | {TOOL_QUEUE}))
 """The Celery queues the run's nodes and tools use (`celeryconfig.task_routes` routes to them)."""
+BATCH_QUEUE = "batch"
+"""Where batch re-verification's tasks run (`verity.batch.*`), apart from live runs."""
+WORKER_QUEUES: tuple[str, ...] = (*QUEUES, BATCH_QUEUE)
+"""Every queue a worker may consume."""

@@ -35,3 +35,18 @@ def check_tenant_id(tenant_id: object) -> str:
     if _TENANT_ID.fullmatch(tenant_id) is None:
         raise InputError(f"tenant id {tenant_id!r} may hold only A-Z a-z 0-9 . _ : @ -")
     return tenant_id
+
+
+BATCH_ID_MAX = 64
+_BATCH_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def check_batch_id(batch_id: object) -> str:
+    """`batch_id` if it is a usable batch id: 1 to 64 characters of `A-Z a-z 0-9 _ -` (it names
+    task ids and files); InputError else."""
+    if not isinstance(batch_id, str) or not batch_id:
+        raise InputError("batch id must be a non-empty string")
+    if len(batch_id) > BATCH_ID_MAX or _BATCH_ID.fullmatch(batch_id) is None:
+        raise InputError(f"batch id {batch_id[:80]!r} must be 1 to {BATCH_ID_MAX} characters "
+                         "of A-Z a-z 0-9 _ -")
+    return batch_id

@@ -24,7 +24,7 @@ class _AMQP(AMQP):  # type: ignore[misc]
         return SentEventDispatcher(app=self.app, enabled=False)
 
 
-app = Celery("verity", include=["tasks.nodes", "tasks.reconcile"], amqp=_AMQP)
+app = Celery("verity", include=["tasks.nodes", "tasks.reconcile", "tasks.batch"], amqp=_AMQP)
 app.config_from_object("celeryconfig")
 
 PUBLISH_ERRORS: tuple[type[BaseException], ...] = (

@@ -29,17 +29,28 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
+from typing import Any
 
+from models.batch import BatchRecord, Selection
 from models.run import RunEvent, RunRecord
 from models.state import RuntimeState
 from pipeline.config import VeritySettings
-from pipeline.errors import ConfigurationError, InputError, StoreError, VerityError
+from pipeline.errors import (
+    BatchNotFoundError,
+    ConfigurationError,
+    InputError,
+    StoreError,
+    VerityError,
+)
 from pipeline.factory import load_source, resolve_scenario
-from pipeline.ids import check_tenant_id
+from pipeline.ids import check_batch_id, check_tenant_id
+from pipeline.reverify import build_report
 from pipeline.routing import Node
 from pipeline.runtime import Runtime
 
 from tasks.app import PUBLISH_ERRORS, app, broker_unavailable
+from tasks.batch import start as start_batch
 from tasks.nodes import coordinate, pending_task_ids
 from tasks.services import get_runtime
 
@@ -57,6 +68,11 @@ def check_settings(settings: VeritySettings) -> None:
     if settings.broker_url and not settings.database_url:
         raise ConfigurationError(
             "VERITY_BROKER_URL is set: also set VERITY_DATABASE_URL to the workers' database")
+
+
+PROVIDERS = ("offline", "anthropic")
+DEFAULT_CHUNK_SIZE = 50
+MAX_CHUNK_SIZE = 1000
 
 
 class RunTimeoutError(VerityError):
@@ -162,6 +178,73 @@ class VerityClient:
             if time.monotonic() > deadline:
                 raise RunTimeoutError(f"run {run_id} still {record.status.value} after {timeout}s")
             time.sleep(poll)
+
+    # -- batch re-verification -------------------------------------------------------------
+
+    def reverify(
+        self, selection: Selection | None = None, *, provider: str | None = None,
+        message_batches: bool = False, chunk_size: int = DEFAULT_CHUNK_SIZE,
+        batch_id: str | None = None,
+    ) -> BatchRecord:
+        """Create a batch over the tenant's ended runs that `selection` picks and enqueue it;
+        returns the batch at once (PENDING). Each item re-runs gatekeep, verify and compose
+        on the run's stored invocations and Executor output with today's prompts, models and
+        rules; the stored runs are never written (results go to the batch's items).
+
+        InputError for a bad provider, chunk size or batch id (or one that exists);
+        ConfigurationError for `anthropic` without a key; BrokerUnavailableError (the batch
+        deleted again) if the broker cannot be reached."""
+        provider = provider or self.runtime.settings.resolved_provider()
+        if provider not in PROVIDERS:
+            raise InputError(f"provider must be one of {', '.join(PROVIDERS)}, not {provider!r}")
+        if message_batches and provider != "anthropic":
+            raise InputError("Message Batches need --provider anthropic")
+        if not 1 <= chunk_size <= MAX_CHUNK_SIZE:
+            raise InputError(f"chunk size must be between 1 and {MAX_CHUNK_SIZE}")
+        if provider == "anthropic" and not self.runtime.settings.anthropic_api_key:
+            raise ConfigurationError("--provider anthropic needs ANTHROPIC_API_KEY")
+        batch_id = check_batch_id(batch_id) if batch_id else uuid.uuid4().hex
+        store = self.runtime.store
+        try:
+            store.get_batch(batch_id)
+        except BatchNotFoundError:
+            pass
+        else:
+            raise InputError(f"batch {batch_id} exists: resume it with --resume {batch_id}")
+        batch = store.create_batch(batch_id=batch_id, tenant_id=self.tenant,
+                                   selection=selection or Selection(), provider=provider,
+                                   message_batches=message_batches, chunk_size=chunk_size)
+        try:
+            start_batch.apply_async((batch_id,), retry_policy=SUBMIT_RETRY_POLICY)
+        except PUBLISH_ERRORS as exc:
+            store.delete_batch(batch_id)
+            raise broker_unavailable(exc) from exc
+        return batch
+
+    def resume(self, batch_id: str) -> BatchRecord:
+        """Send a batch's items left again (after a cancel, or workers that died); items
+        already judged are never judged twice."""
+        batch = self.runtime.store.reopen_batch(batch_id, tenant_id=self.tenant)
+        if batch.pending:
+            try:
+                start_batch.apply_async((batch_id,), retry_policy=SUBMIT_RETRY_POLICY)
+            except PUBLISH_ERRORS as exc:
+                raise broker_unavailable(exc) from exc
+        return batch
+
+    def batch(self, batch_id: str) -> BatchRecord:
+        """The tenant's batch as stored now (BatchNotFoundError otherwise)."""
+        return self.runtime.store.get_batch(batch_id, tenant_id=self.tenant)
+
+    def cancel_batch(self, batch_id: str) -> bool:
+        """Stop a batch: no new item starts; False if it had already ended."""
+        return self.runtime.store.cancel_batch(batch_id, tenant_id=self.tenant)
+
+    def batch_report(self, batch_id: str) -> dict[str, Any]:
+        """The batch's report (`pipeline.reverify.Report.as_json`) with the batch itself."""
+        batch = self.batch(batch_id)
+        report = build_report(self.runtime.store.iter_items(batch_id, tenant_id=self.tenant))
+        return {"batch": batch.model_dump(mode="json"), **report.as_json()}
 
     def cancel(self, run_id: str) -> bool:
         """Cancel: no new node or tool starts, late results are discarded, queued tasks are

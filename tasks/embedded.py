@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from celery.worker import WorkController
-from pipeline.graph import QUEUES
+from pipeline.graph import WORKER_QUEUES
 from pipeline.runtime import Runtime
 
 from tasks.app import app
@@ -27,7 +27,7 @@ def embedded_worker(
         raise RuntimeError("the embedded worker runs only on the memory:// transport")
     set_runtime(runtime)
     worker = WorkController(
-        app=app, concurrency=concurrency, pool="threads", queues=list(QUEUES),
+        app=app, concurrency=concurrency, pool="threads", queues=list(WORKER_QUEUES),
         loglevel="WARNING", without_heartbeat=True, without_mingle=True, without_gossip=True,
         hostname="verity-embedded@localhost",
     )

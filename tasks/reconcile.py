@@ -37,9 +37,14 @@ def resend(run_id: str, version: int, step: NextStep) -> None:
 
 
 def run_sweep(store: RunStore, settings: VeritySettings) -> SweepReport:
-    """One sweep over `store` with the settings' threshold and limit."""
-    return sweep(store, resend=resend, stale_after_s=settings.reconcile_stale_s,
-                 limit=settings.reconcile_limit)
+    """One sweep over `store` with the settings' threshold and limit: stalled runs, then
+    stalled re-verification batches (their chunks re-sent)."""
+    report = sweep(store, resend=resend, stale_after_s=settings.reconcile_stale_s,
+                   limit=settings.reconcile_limit)
+    from tasks.batch import resend_stalled_batches
+
+    resend_stalled_batches(store, stale_after_s=settings.reconcile_stale_s)
+    return report
 
 
 def use_threaded_beat() -> None:

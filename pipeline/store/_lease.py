@@ -105,8 +105,9 @@ RELEASE = (
     .values(lease_owner=None, lease_expires_at=None)
 )
 
-_SAME_CALL = (ATTEMPT.run_id == RUN.run_id, ATTEMPT.role == bindparam("p_role"),
-              ATTEMPT.cycle == bindparam("p_cycle"))
+# a live run's attempts (batch_id ''): a re-verification's attempts never take their numbers
+_SAME_CALL = (ATTEMPT.run_id == RUN.run_id, ATTEMPT.batch_id == "",
+              ATTEMPT.role == bindparam("p_role"), ATTEMPT.cycle == bindparam("p_cycle"))
 _NEXT_NUMBER = select(func.coalesce(func.max(ATTEMPT.attempt_number), 0) + 1).where(
     *_SAME_CALL).scalar_subquery()
 _WANTED = bindparam("p_number", type_=Integer)
@@ -140,13 +141,15 @@ _SOURCE: Select[*tuple[Any, ...]] = select(
 INSERT_NUMBERED = (
     sqlite_insert(ATTEMPT)
     .from_select(list(_ROW), _SOURCE)
-    .on_conflict_do_nothing(index_elements=["run_id", "role", "cycle", "attempt_number"])
+    .on_conflict_do_nothing(
+        index_elements=["run_id", "batch_id", "role", "cycle", "attempt_number"])
     .returning(ATTEMPT.attempt_number)
 )
 """One attempt row numbered `p_number` if that is free (NULL: never), else one above the
 highest of its run, role and cycle; nothing if the run does not exist or the number was taken
 meanwhile (PostgreSQL: another copy's concurrent insert)."""
-_SAME_ROW = (ATTEMPT.run_id == bindparam("p_run_id"), ATTEMPT.role == bindparam("p_role"),
+_SAME_ROW = (ATTEMPT.run_id == bindparam("p_run_id"), ATTEMPT.batch_id == "",
+             ATTEMPT.role == bindparam("p_role"),
              ATTEMPT.cycle == bindparam("p_cycle"),
              ATTEMPT.attempt_number == bindparam("p_number"))
 END_ATTEMPT = (
@@ -161,7 +164,8 @@ END_ATTEMPT = (
 )
 ABANDON = (
     update(ATTEMPT)
-    .where(ATTEMPT.run_id == bindparam("p_run_id"), ATTEMPT.outcome == IN_FLIGHT)
+    .where(ATTEMPT.run_id == bindparam("p_run_id"), ATTEMPT.batch_id == "",
+           ATTEMPT.outcome == IN_FLIGHT)
     .values(outcome=ABANDONED)
 )
 RUN_EXISTS = select(RUN.run_id).where(RUN.run_id == bindparam("p_run_id"))
@@ -201,17 +205,17 @@ INSERT INTO llm_attempt (run_id, role, cycle, attempt_number, prompt_name, promp
                          created_at)
 SELECT r.run_id, p.role, p.cycle,
        CASE WHEN p.wanted IS NOT NULL AND NOT EXISTS (
-              SELECT 1 FROM llm_attempt a WHERE a.run_id = r.run_id AND a.role = p.role
-                AND a.cycle = p.cycle AND a.attempt_number = p.wanted)
+              SELECT 1 FROM llm_attempt a WHERE a.run_id = r.run_id AND a.batch_id = ''
+                AND a.role = p.role AND a.cycle = p.cycle AND a.attempt_number = p.wanted)
             THEN p.wanted
             ELSE COALESCE((SELECT MAX(a.attempt_number) FROM llm_attempt a
-                           WHERE a.run_id = r.run_id AND a.role = p.role
+                           WHERE a.run_id = r.run_id AND a.batch_id = '' AND a.role = p.role
                              AND a.cycle = p.cycle), 0) + 1 END,
        %(p_prompt_name)s, %(p_prompt_version)s, %(p_input_sha256)s, %(p_model)s,
        %(p_latency_ms)s, %(p_input_tokens)s, %(p_output_tokens)s, %(p_cache_read_tokens)s,
        %(p_cache_write_tokens)s, %(p_cost_usd)s, %(p_outcome)s, %(p_error_type)s, %(p_now)s
 FROM diagnosis_run r, p WHERE r.run_id = %(p_run_id)s
-ON CONFLICT (run_id, role, cycle, attempt_number) DO NOTHING
+ON CONFLICT (run_id, batch_id, role, cycle, attempt_number) DO NOTHING
 RETURNING attempt_number
 """
 PG_END_ATTEMPT = """
@@ -219,12 +223,12 @@ UPDATE llm_attempt SET outcome = %(p_outcome)s, latency_ms = %(p_latency_ms)s,
   input_tokens = %(p_input_tokens)s, output_tokens = %(p_output_tokens)s,
   cache_read_tokens = %(p_cache_read_tokens)s, cache_write_tokens = %(p_cache_write_tokens)s,
   cost_usd = %(p_cost_usd)s, error_type = %(p_error_type)s, created_at = %(p_now)s
-WHERE run_id = %(p_run_id)s AND role = %(p_role)s AND cycle = %(p_cycle)s
+WHERE run_id = %(p_run_id)s AND batch_id = '' AND role = %(p_role)s AND cycle = %(p_cycle)s
   AND attempt_number = %(p_number)s AND outcome IN ('in_flight', 'abandoned')
 """
 PG_ABANDON = """
 UPDATE llm_attempt SET outcome = 'abandoned'
-WHERE run_id = %(p_run_id)s AND outcome = 'in_flight'
+WHERE run_id = %(p_run_id)s AND batch_id = '' AND outcome = 'in_flight'
 """
 PG_RUN_EXISTS = "SELECT 1 FROM diagnosis_run WHERE run_id = %(p_run_id)s"
 

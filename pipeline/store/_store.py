@@ -40,6 +40,7 @@ from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvoc
 from models.verifier import RetryContext
 from pipeline.errors import RunNotFoundError, StaleStateError, StoreError
 from pipeline.store import _hot, _pg, _sweep
+from pipeline.store._batch import BatchStore
 from pipeline.store._engine import (
     _NO_SYNC,
     _TERMINAL,
@@ -78,7 +79,7 @@ from pipeline.store._ops import (
 from pipeline.store._sweep import DEFAULT_RUN_DEADLINE_S
 
 
-class RunStore(LeaseStore):
+class RunStore(LeaseStore, BatchStore):
     """Runs, tool invocations, events and model attempts in a relational database; node
     leases and the attempt journal come from `LeaseStore`."""
 
@@ -714,9 +715,12 @@ class RunStore(LeaseStore):
             _insert_attempt(session, attempt)
 
     def list_attempts(self, run_id: str) -> list[LlmAttempt]:
-        """The run's model attempts in the order they were recorded."""
+        """The run's own model attempts in the order they were recorded (a re-verification's
+        are its batch's)."""
         stmt = (
-            select(LlmAttemptRow).where(LlmAttemptRow.run_id == run_id).order_by(LlmAttemptRow.id)
+            select(LlmAttemptRow)
+            .where(LlmAttemptRow.run_id == run_id, LlmAttemptRow.batch_id == "")
+            .order_by(LlmAttemptRow.id)
         )
         with self._read() as session:
             attempts = [_attempt(row) for row in session.scalars(stmt)]

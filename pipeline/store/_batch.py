@@ -1,0 +1,408 @@
+"""Batch re-verification in the store: selection by keyset pages, batches, items, and their
+idempotent results. A base of `RunStore`.
+
+Items are written once: a result lands only on an item still PENDING (`UPDATE ... WHERE status =
+'PENDING'`), and the batch's counters move by the rows that did, in the same transaction. A
+chunk re-sent after a worker died, or a `--resume`, finds the judged items taken and writes
+nothing for them; the last chunk to land ends the batch by the counters (COMPLETED, or
+COMPLETED_WITH_ERRORS when an item could not be judged). A stored run is only ever read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, case, delete, insert, or_, select, update
+from sqlalchemy.orm import Session, defer
+
+from models.batch import (
+    BatchRecord,
+    BatchStatus,
+    ItemDetail,
+    ItemRecord,
+    ItemResult,
+    ItemStatus,
+    Selection,
+)
+from models.bundle import RunBundle
+from models.common import Intent, RunStatus
+from models.run import LlmAttempt, RunRecord
+from models.tables import (
+    DiagnosisRunRow,
+    LlmAttemptRow,
+    ReverifyBatchRow,
+    ReverifyItemRow,
+    ToolInvocationRow,
+)
+from models.verifier import RetryContext
+from pipeline.errors import BatchNotFoundError, StoreError
+from pipeline.store._ops import _as_utc, _invocation, _now, _record, _rowcount
+
+PAGE = 500
+"""Rows per keyset page: selection never holds more than this many runs at once."""
+_TERMINAL_RUN = [s.value for s in RunStatus if s.terminal]
+_LIVE_BATCH = [BatchStatus.PENDING.value, BatchStatus.RUNNING.value]
+
+
+class BatchStore:
+    """Selection, batches and items; `RunStore` provides the sessions."""
+
+    _read: Callable[[], AbstractContextManager[Session]]
+    _write: Callable[[], AbstractContextManager[Session]]
+
+    # -- selection ------------------------------------------------------------------------
+
+    def iter_runs(
+        self, *, tenant_id: str, selection: Selection, terminal_only: bool = False,
+        page: int = PAGE,
+    ) -> Iterator[RunRecord]:
+        """The tenant's runs that `selection` picks, newest first, read in keyset pages (never
+        all at once); `terminal_only` keeps ended runs only (what a batch can re-judge)."""
+        needs_audit = bool(selection.prompt_versions or selection.models)
+        left = selection.limit
+        cursor: tuple[datetime, str] | None = None
+        while left is None or left > 0:
+            stmt = _selected(tenant_id, selection, terminal_only=terminal_only,
+                             audit=needs_audit).limit(page)
+            if cursor is not None:
+                stmt = stmt.where(or_(
+                    DiagnosisRunRow.created_at < cursor[0],
+                    and_(DiagnosisRunRow.created_at == cursor[0],
+                         DiagnosisRunRow.run_id < cursor[1])))
+            with self._read() as session:
+                rows = list(session.scalars(stmt))
+                records = [_record(row) for row in rows]
+            for record in records:
+                if selection.matches(record):
+                    yield record
+                    if left is not None:
+                        left -= 1
+                        if left == 0:
+                            return
+            if len(rows) < page:
+                return
+            cursor = (rows[-1].created_at, rows[-1].run_id)
+
+    # -- batches ----------------------------------------------------------------------------
+
+    def create_batch(
+        self, *, batch_id: str, tenant_id: str, selection: Selection, provider: str,
+        message_batches: bool, chunk_size: int,
+    ) -> BatchRecord:
+        """A PENDING batch with one item per selected ended run, written page by page; the
+        batch's total is set last, in the same transaction."""
+        now = _now()
+        with self._write() as session:
+            session.add(ReverifyBatchRow(
+                batch_id=batch_id, tenant_id=tenant_id, status=BatchStatus.PENDING.value,
+                provider=provider, message_batches=message_batches,
+                selection=selection.model_dump(mode="json"), chunk_size=chunk_size,
+                total=0, done=0, failed=0, created_at=now, updated_at=now))
+            session.flush()
+            seq = 0
+            rows: list[dict[str, Any]] = []
+            for record in self.iter_runs(tenant_id=tenant_id, selection=selection,
+                                         terminal_only=True):
+                rows.append({"batch_id": batch_id, "seq": seq, "run_id": record.run_id,
+                             "status": ItemStatus.PENDING.value})
+                seq += 1
+                if len(rows) == PAGE:
+                    session.execute(insert(ReverifyItemRow), rows)
+                    rows = []
+            if rows:
+                session.execute(insert(ReverifyItemRow), rows)
+            session.execute(update(ReverifyBatchRow)
+                            .where(ReverifyBatchRow.batch_id == batch_id).values(total=seq))
+        return self.get_batch(batch_id)
+
+    def get_batch(self, batch_id: str, *, tenant_id: str | None = None) -> BatchRecord:
+        """The batch; BatchNotFoundError if it is not there (or not the tenant's)."""
+        stmt = select(ReverifyBatchRow).where(ReverifyBatchRow.batch_id == batch_id)
+        if tenant_id is not None:
+            stmt = stmt.where(ReverifyBatchRow.tenant_id == tenant_id)
+        with self._read() as session:
+            row = session.scalars(stmt).one_or_none()
+            if row is None:
+                raise BatchNotFoundError(batch_id)
+            return _batch(row)
+
+    def list_batches(self, *, tenant_id: str, limit: int = 20) -> list[BatchRecord]:
+        """The tenant's batches, newest first."""
+        stmt = (select(ReverifyBatchRow).where(ReverifyBatchRow.tenant_id == tenant_id)
+                .order_by(ReverifyBatchRow.created_at.desc()).limit(limit))
+        with self._read() as session:
+            return [_batch(row) for row in session.scalars(stmt)]
+
+    def start_batch(self, batch_id: str) -> bool:
+        """PENDING -> RUNNING (False if it was not PENDING: started, ended or cancelled)."""
+        now = _now()
+        stmt = (update(ReverifyBatchRow)
+                .where(ReverifyBatchRow.batch_id == batch_id,
+                       ReverifyBatchRow.status == BatchStatus.PENDING.value)
+                .values(status=BatchStatus.RUNNING.value, started_at=now, updated_at=now))
+        with self._write() as session:
+            started = _rowcount(session.execute(stmt)) == 1
+            _finish_if_done(session, batch_id)  # an empty batch ends at once
+            return started
+
+    def cancel_batch(self, batch_id: str, *, tenant_id: str) -> bool:
+        """End a live batch CANCELLED: no new item starts (items being judged may still land).
+        False if it had already ended; BatchNotFoundError if the tenant has no such batch."""
+        self.get_batch(batch_id, tenant_id=tenant_id)
+        now = _now()
+        stmt = (update(ReverifyBatchRow)
+                .where(ReverifyBatchRow.batch_id == batch_id,
+                       ReverifyBatchRow.status.in_(_LIVE_BATCH))
+                .values(status=BatchStatus.CANCELLED.value, cancel_requested=True,
+                        finished_at=now, updated_at=now))
+        with self._write() as session:
+            return _rowcount(session.execute(stmt)) == 1
+
+    def reopen_batch(self, batch_id: str, *, tenant_id: str) -> BatchRecord:
+        """`--resume`: a batch with items left goes back to RUNNING (a cancelled one too)."""
+        batch = self.get_batch(batch_id, tenant_id=tenant_id)
+        if batch.pending == 0:
+            return batch
+        now = _now()
+        with self._write() as session:
+            session.execute(update(ReverifyBatchRow)
+                            .where(ReverifyBatchRow.batch_id == batch_id)
+                            .values(status=BatchStatus.RUNNING.value, cancel_requested=False,
+                                    finished_at=None, updated_at=now))
+        return self.get_batch(batch_id)
+
+    def stalled_batches(self, *, older_than_s: float, now: datetime | None = None
+                        ) -> list[BatchRecord]:
+        """RUNNING batches with items left and no progress for `older_than_s`: their chunks'
+        messages were lost (a worker died, Redis restarted) and are re-sent."""
+        cutoff = (now or _now()) - timedelta(seconds=older_than_s)
+        stmt = select(ReverifyBatchRow).where(
+            ReverifyBatchRow.status == BatchStatus.RUNNING.value,
+            ReverifyBatchRow.updated_at < cutoff,
+            ReverifyBatchRow.done + ReverifyBatchRow.failed < ReverifyBatchRow.total)
+        with self._read() as session:
+            return [_batch(row) for row in session.scalars(stmt)]
+
+    def claim_stalled_batch(self, batch_id: str, *, updated_at: datetime) -> bool:
+        """Take the re-send of a stalled batch once among several sweepers: True for the one
+        whose conditional update moved its clock."""
+        stmt = (update(ReverifyBatchRow)
+                .where(ReverifyBatchRow.batch_id == batch_id,
+                       ReverifyBatchRow.status == BatchStatus.RUNNING.value,
+                       ReverifyBatchRow.updated_at == _as_utc(updated_at))
+                .values(updated_at=_now(), resend_count=ReverifyBatchRow.resend_count + 1))
+        with self._write() as session:
+            return _rowcount(session.execute(stmt)) == 1
+
+    def delete_batch(self, batch_id: str) -> None:
+        """Remove a batch and its items (a batch whose start could not be sent)."""
+        with self._write() as session:
+            session.execute(delete(ReverifyBatchRow).where(ReverifyBatchRow.batch_id == batch_id))
+
+    # -- items ------------------------------------------------------------------------------
+
+    def pending_items(self, batch_id: str, *, start: int, end: int) -> list[tuple[int, str]]:
+        """(seq, run_id) of the chunk's items still PENDING, in order."""
+        stmt = (select(ReverifyItemRow.seq, ReverifyItemRow.run_id)
+                .where(ReverifyItemRow.batch_id == batch_id,
+                       ReverifyItemRow.seq >= start, ReverifyItemRow.seq < end,
+                       ReverifyItemRow.status == ItemStatus.PENDING.value)
+                .order_by(ReverifyItemRow.seq))
+        with self._read() as session:
+            return [(seq, run_id) for seq, run_id in session.execute(stmt)]
+
+    def pending_ranges(self, batch_id: str) -> list[tuple[int, int]]:
+        """The chunk ranges [start, end) that still hold a PENDING item."""
+        batch = self.get_batch(batch_id)
+        size = batch.chunk_size
+        stmt = (select((ReverifyItemRow.seq // size).label("chunk")).distinct()
+                .where(ReverifyItemRow.batch_id == batch_id,
+                       ReverifyItemRow.status == ItemStatus.PENDING.value))
+        with self._read() as session:
+            chunks = sorted({int(c) for (c,) in session.execute(stmt)})
+        return [(c * size, min((c + 1) * size, batch.total)) for c in chunks]
+
+    def load_for_judging(
+        self, run_ids: Sequence[str], *, tenant_id: str
+    ) -> dict[str, tuple[RunRecord, RunBundle] | str]:
+        """Each run as stored and as a bundle (its invocations, its raw Executor output), in two
+        queries; a run that cannot be re-judged maps to a one-line reason instead."""
+        out: dict[str, tuple[RunRecord, RunBundle] | str] = {}
+        if not run_ids:
+            return out
+        with self._read() as session:
+            runs = {row.run_id: row for row in session.scalars(
+                select(DiagnosisRunRow).where(DiagnosisRunRow.run_id.in_(run_ids),
+                                              DiagnosisRunRow.tenant_id == tenant_id))}
+            invocations: dict[str, list[Any]] = {run_id: [] for run_id in runs}
+            for call in session.scalars(
+                    select(ToolInvocationRow).where(ToolInvocationRow.run_id.in_(list(runs)))
+                    .order_by(ToolInvocationRow.run_id, ToolInvocationRow.seq,
+                              ToolInvocationRow.id)):
+                invocations[call.run_id].append(call)
+            for run_id in run_ids:
+                run = runs.get(run_id)
+                out[run_id] = ("the run is no longer stored" if run is None
+                               else _judgeable(run, invocations[run_id]))
+        return out
+
+    def record_items(
+        self, batch_id: str, results: Sequence[ItemResult], attempts: Sequence[LlmAttempt]
+    ) -> int:
+        """Write results onto their items if still PENDING, each item's attempts with it (tied
+        to the batch), move the counters by what landed and end the batch if it is complete.
+        Returns how many items this call judged (0 for a re-sent chunk)."""
+        now = _now()
+        landed: set[str] = set()
+        done = failed = 0
+        with self._write() as session:
+            for result in results:
+                stmt = (update(ReverifyItemRow)
+                        .where(ReverifyItemRow.batch_id == batch_id,
+                               ReverifyItemRow.seq == result.seq,
+                               ReverifyItemRow.status == ItemStatus.PENDING.value)
+                        .values(**_item_values(result), finished_at=now))
+                if _rowcount(session.execute(stmt)) == 1:
+                    landed.add(result.run_id)
+                    if result.status is ItemStatus.DONE:
+                        done += 1
+                    else:
+                        failed += 1
+            rows = [{**a.model_dump(exclude={"created_at"}), "batch_id": batch_id,
+                     "created_at": _as_utc(a.created_at)}
+                    for a in attempts if a.run_id in landed]
+            if rows:
+                session.execute(insert(LlmAttemptRow), rows)
+            if done or failed:
+                session.execute(update(ReverifyBatchRow)
+                                .where(ReverifyBatchRow.batch_id == batch_id)
+                                .values(done=ReverifyBatchRow.done + done,
+                                        failed=ReverifyBatchRow.failed + failed,
+                                        updated_at=now))
+                _finish_if_done(session, batch_id)
+        return done + failed
+
+    def iter_items(self, batch_id: str, *, tenant_id: str, page: int = PAGE
+                   ) -> Iterator[ItemRecord]:
+        """The batch's items in order, read in pages."""
+        self.get_batch(batch_id, tenant_id=tenant_id)
+        after = -1
+        while True:
+            stmt = (select(ReverifyItemRow)
+                    .where(ReverifyItemRow.batch_id == batch_id, ReverifyItemRow.seq > after)
+                    .order_by(ReverifyItemRow.seq).limit(page))
+            with self._read() as session:
+                items = [_item(row) for row in session.scalars(stmt)]
+            yield from items
+            if len(items) < page:
+                return
+            after = items[-1].seq
+
+    def batch_attempts(self, batch_id: str) -> list[LlmAttempt]:
+        """The model attempts the batch made, in order."""
+        from pipeline.store._ops import _attempt
+
+        stmt = (select(LlmAttemptRow).where(LlmAttemptRow.batch_id == batch_id)
+                .order_by(LlmAttemptRow.id))
+        with self._read() as session:
+            return [_attempt(row) for row in session.scalars(stmt)]
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def _selected(tenant_id: str, selection: Selection, *, terminal_only: bool, audit: bool) -> Any:
+    stmt = select(DiagnosisRunRow).where(DiagnosisRunRow.tenant_id == tenant_id)
+    deferred = [DiagnosisRunRow.executor_output_raw, DiagnosisRunRow.state]
+    if not audit:
+        deferred += [DiagnosisRunRow.self_evaluation, DiagnosisRunRow.final_answer]
+    stmt = stmt.options(*(defer(column) for column in deferred))
+    if selection.since is not None:
+        stmt = stmt.where(DiagnosisRunRow.created_at >= _as_utc(selection.since))
+    if selection.until is not None:
+        stmt = stmt.where(DiagnosisRunRow.created_at < _as_utc(selection.until))
+    if selection.session_id is not None:
+        stmt = stmt.where(DiagnosisRunRow.session_id == selection.session_id)
+    if selection.statuses:
+        stmt = stmt.where(DiagnosisRunRow.status.in_([s.value for s in selection.statuses]))
+    elif terminal_only:
+        stmt = stmt.where(DiagnosisRunRow.status.in_(_TERMINAL_RUN))
+    if selection.verdicts:
+        named = [v for v in selection.verdicts if v != "null"]
+        conditions = [DiagnosisRunRow.verdict.in_(named)] if named else []
+        if "null" in selection.verdicts:
+            conditions.append(DiagnosisRunRow.verdict.is_(None))
+        stmt = stmt.where(or_(*conditions))
+    return stmt.order_by(DiagnosisRunRow.created_at.desc(), DiagnosisRunRow.run_id.desc())
+
+
+def _judgeable(row: DiagnosisRunRow, invocations: list[Any]) -> tuple[RunRecord, RunBundle] | str:
+    """The run and its bundle, or why it cannot be re-judged (one line)."""
+    if row.intent != Intent.DIAGNOSIS.value:
+        return f"a {row.intent} run has no claims to re-verify"
+    if row.executor_output_raw is None:
+        return f"the run has no stored Executor output (it ended {row.status} before it)"
+    try:
+        record = _record(row)
+        pipeline = (row.state or {}).get("pipeline") or {}
+        retry = pipeline.get("retry_context")
+        bundle = RunBundle(
+            run_id=row.run_id, session_id=row.session_id, query=row.query,
+            intent=Intent(row.intent), invocations=[_invocation(i) for i in invocations],
+            executor_output_raw=row.executor_output_raw,
+            retry_context=RetryContext.model_validate(retry) if retry else None)
+    except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError included
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"the stored run is corrupt: {first}"
+    return record, bundle
+
+
+def _finish_if_done(session: Session, batch_id: str) -> None:
+    done = ReverifyBatchRow.done + ReverifyBatchRow.failed >= ReverifyBatchRow.total
+    session.execute(
+        update(ReverifyBatchRow)
+        .where(ReverifyBatchRow.batch_id == batch_id,
+               ReverifyBatchRow.status == BatchStatus.RUNNING.value, done)
+        .values(status=case((ReverifyBatchRow.failed > 0,
+                             BatchStatus.COMPLETED_WITH_ERRORS.value),
+                            else_=BatchStatus.COMPLETED.value),
+                finished_at=_now()))
+
+
+def _item_values(result: ItemResult) -> dict[str, Any]:
+    return {
+        "status": result.status.value, "old_status": result.old_status,
+        "old_verdict": result.old_verdict, "old_fallback_type": result.old_fallback_type,
+        "new_status": result.new_status, "new_verdict": result.new_verdict,
+        "new_fallback_type": result.new_fallback_type,
+        "detail": result.detail.model_dump(mode="json") if result.detail else None,
+        "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
+        "cost_usd": result.cost_usd, "error": result.error,
+    }
+
+
+def _item(row: ReverifyItemRow) -> ItemRecord:
+    return ItemRecord(
+        batch_id=row.batch_id, seq=row.seq, run_id=row.run_id, status=ItemStatus(row.status),
+        old_status=row.old_status, old_verdict=row.old_verdict,
+        old_fallback_type=row.old_fallback_type, new_status=row.new_status,
+        new_verdict=row.new_verdict, new_fallback_type=row.new_fallback_type,
+        detail=ItemDetail.model_validate(row.detail) if row.detail else None,
+        input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd=row.cost_usd,
+        error=row.error, finished_at=row.finished_at)
+
+
+def _batch(row: ReverifyBatchRow) -> BatchRecord:
+    try:
+        selection = Selection.model_validate(row.selection)
+    except ValueError as exc:
+        raise StoreError(f"batch {row.batch_id} has an unreadable selection") from exc
+    return BatchRecord(
+        batch_id=row.batch_id, tenant_id=row.tenant_id, status=BatchStatus(row.status),
+        provider=row.provider, message_batches=row.message_batches, selection=selection,
+        chunk_size=row.chunk_size, total=row.total, done=row.done, failed=row.failed,
+        cancel_requested=row.cancel_requested, created_at=row.created_at,
+        updated_at=row.updated_at, started_at=row.started_at, finished_at=row.finished_at,
+        resend_count=row.resend_count)
