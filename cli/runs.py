@@ -26,7 +26,14 @@ from cli.render import print_result
 from models.bundle import RunResult
 from models.run import DEFAULT_TENANT, RunEvent, RunRecord
 from pipeline.config import VeritySettings, resolve_database_url
-from pipeline.errors import ConfigurationError, InputError, StoreUnavailableError, VerityError
+from pipeline.errors import (
+    BatchNotFoundError,
+    ConfigurationError,
+    InputError,
+    RunNotFoundError,
+    StoreUnavailableError,
+    VerityError,
+)
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.graph import WORKER_QUEUES
 from pipeline.ids import check_tenant_id
@@ -153,52 +160,28 @@ def _print_record(record: RunRecord) -> None:
     print_result(out, result, title=record.query)
 
 
-def runs(
-    session: Annotated[str | None, typer.Option(help="Only this session's runs.")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many runs.")] = 20,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    tenant: TenantOption = None,
-) -> None:
-    """List the tenant's stored runs, newest first."""
-    owner = tenant_of(tenant)
-    if limit < 1:
-        raise InputError("--limit must be at least 1")
-    with RunStore.open(resolve_database_url(VeritySettings())) as store:
-        found = store.list_runs(tenant_id=owner, limit=limit, session_id=session)
-    if as_json:
-        payload = {"tenant_id": owner, "runs": [_summary(record) for record in found]}
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-        return
-    out = Console()
-    for record in found:
-        verdict = record.verdict.value if record.verdict else "-"
-        created = record.created_at.strftime("%Y-%m-%d %H:%M:%S") if record.created_at else "-"
-        out.print(f"{record.run_id}  {created}  {record.status.value:<9} {verdict:<10} "
-                  f"{record.session_id or '-':<12} {record.query[:60]}", highlight=False)
-
-
-def _summary(record: RunRecord) -> dict[str, Any]:
-    return {
-        "run_id": record.run_id, "session_id": record.session_id, "query": record.query,
-        "intent": record.intent.value, "status": record.status.value,
-        "verdict": record.verdict.value if record.verdict else None,
-        "created_at": record.created_at.isoformat() if record.created_at else None,
-    }
-
-
 def cancel(
-    run_id: Annotated[str, typer.Argument(help="A run id.")],
+    run_id: Annotated[str, typer.Argument(help="A run id, or a re-verification batch id.")],
     tenant: TenantOption = None,
 ) -> None:
-    """Cancel a run: nothing new starts, nothing is released, queued tasks are revoked."""
+    """Cancel a run (nothing new starts, nothing is released, queued tasks are revoked) or a
+    batch (no new item starts)."""
     owner = tenant_of(tenant)
     with ExitStack() as stack:
         from tasks.client import VerityClient
 
         runtime = build_runtime()
         stack.callback(runtime.store.close)
-        cancelled = VerityClient(runtime, tenant=owner).cancel(run_id)
-    Console().print(f"run {run_id}: {'cancelled' if cancelled else 'already finished'}")
+        client = VerityClient(runtime, tenant=owner)
+        try:
+            cancelled = client.cancel(run_id)
+            what = "run"
+        except RunNotFoundError:
+            try:
+                cancelled, what = client.cancel_batch(run_id), "batch"
+            except BatchNotFoundError:
+                raise RunNotFoundError(run_id) from None
+    Console().print(f"{what} {run_id}: {'cancelled' if cancelled else 'already finished'}")
 
 
 def export(
