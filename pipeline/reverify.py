@@ -81,6 +81,20 @@ def judge(
     return item, list(attempts)
 
 
+def lost_invocations(stored: RunRecord, bundle: RunBundle) -> list[str]:
+    """Invocations the stored run's Gatekeeper checked a binding against and passed, but that
+    are no longer stored: re-judging without them would report a loss of data as a change of
+    verdict, so the item is an error instead."""
+    evaluation = stored.self_evaluation
+    gatekeeper = evaluation.verifier_evaluation.gatekeeper_result if evaluation else None
+    if gatekeeper is None:
+        return []
+    present = {i.tool_call_id for i in bundle.invocations}
+    passed = dict.fromkeys(b.invocation_id for b in gatekeeper.checked_bindings
+                           if b.status == "pass")
+    return [i for i in passed if i not in present]
+
+
 def failed_item(seq: int, run_id: str, reason: str, stored: RunRecord | None = None
                 ) -> ItemResult:
     """An item whose stored run cannot be re-judged: a one-line reason, never a crash."""
@@ -262,6 +276,10 @@ def _judge_one(
     if isinstance(entry, str):
         return failed_item(seq, run_id, entry), []
     record, bundle = entry
+    lost = lost_invocations(record, bundle)
+    if lost:
+        return failed_item(seq, run_id, f"invocation {lost[0]} that its claims were checked "
+                           f"against is missing ({len(lost)} missing)", record), []
     try:
         return judge(seq, bundle, record, verifier=verifier, composer=composer,
                      settings=settings)
