@@ -45,11 +45,32 @@ class PromptRef(Contract):
     sha256: str = Field(description="sha256 of the prompt text.")
 
 
+class PromptUse(Contract):
+    """A prompt and the model that answered under it, as a run's model attempts record them.
+
+    Entries are unique on (role, name, version, model) and sorted by those fields, so a list
+    of them is a stable key for grouping runs (batch reports do)."""
+
+    role: str = Field(description="planner, executor, verifier, composer or knowledge.")
+    name: str = Field(description="Prompt name.")
+    version: str = Field(description="Prompt version.")
+    sha256: str | None = Field(
+        default=None, description="sha256 of the prompt text; null when the prompt file in "
+        "force has another name or version than the attempt recorded.")
+    model: str = Field(description="Model id, or offline-<agent> for an offline agent.")
+
+
 class PromptAudit(Contract):
     """Which prompts produced this run."""
 
     version: str = Field(description="Prompt audit catalog version.")
-    prompts: list[PromptRef] = Field(description="Planner, Executor, Verifier and Composer.")
+    prompts: list[PromptRef] = Field(
+        description="The catalog in force: the Planner, Executor, Verifier and Composer "
+        "prompts, whether or not each ran.")
+    used: list[PromptUse] | None = Field(
+        default=None, description="What the run's model attempts used, one entry per role, "
+        "prompt and model, sorted; roles that made no attempt (did not run, or offline code "
+        "that sends no prompt) are absent. Null in rows stored before it was recorded.")
 
 
 class VerifierEvaluation(Contract):

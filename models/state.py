@@ -13,7 +13,7 @@ from pydantic import Field
 from models.agent import KnowledgeAnswer, Plan, Transcript
 from models.common import Contract, FallbackType, Intent, Verdict
 from models.composer import ComposerInput, ComposerOutput, RunbookStep, WithheldAction
-from models.evaluation import StageStatus, VerifierStatus
+from models.evaluation import PromptUse, StageStatus, VerifierStatus
 from models.fallback import FallbackReason, SafeFallback
 from models.gatekeeper import GatekeeperOutcome
 from models.verifier import ClaimCheck, EvidenceGap, RetryContext, VerifierOutput
@@ -84,6 +84,9 @@ class RuntimeState(Contract):
         default_factory=dict, description="Last attempt number per role in this cycle."
     )
     tokens_used: int = Field(default=0, ge=0, description="Model tokens spent by the run.")
+    prompts_used: list[PromptUse] = Field(
+        default_factory=list, description="Prompts and models the run's attempts used so far "
+        "(`pipeline.prompts.prompts_used`): the prompt audit's `used`.")
     failure: NodeFailure | None = Field(
         default=None, description="Set by a node whose model call failed; routes to fallback.")
     carried: dict[str, Any] | None = Field(

@@ -9,6 +9,7 @@ from typing import Any
 from models.bundle import FinalAnswer, RunResult
 from models.evaluation import (
     TRACEABILITY_VERSION,
+    PromptUse,
     SelfEvaluation,
     StageStatus,
     VerifierEvaluation,
@@ -22,8 +23,12 @@ from pipeline.verdict import facts_checked
 RULESET_VERSION = "verity.rules.v2"
 
 
-def verifier_evaluation(state: PipelineState) -> VerifierEvaluation:
-    """Exactly the spec's fields; verdicts only when the Verifier completed."""
+def verifier_evaluation(
+    state: PipelineState, *, prompts_used: Sequence[PromptUse] | None = None
+) -> VerifierEvaluation:
+    """Exactly the spec's fields; verdicts only when the Verifier completed. `prompts_used`
+    (what the run's model attempts used, `pipeline.prompts.prompts_used`) goes into the prompt
+    audit beside the catalog."""
     completed = state.verifier_status is VerifierStatus.COMPLETED
     output = state.verifier_output if completed else None
     outcome = state.gatekeeper
@@ -48,7 +53,7 @@ def verifier_evaluation(state: PipelineState) -> VerifierEvaluation:
         gatekeeper_result=outcome.result if outcome else None,
         composer_status=state.composer_status,
         composer_output=state.composer_output,
-        prompt_audit=prompt_audit(),
+        prompt_audit=prompt_audit(prompts_used),
         traceability_version=TRACEABILITY_VERSION,
         evidence_retry_count=state.evidence_retry_count,
         fallback_type=fallback.fallback_type if fallback else None,
@@ -91,13 +96,15 @@ def aiops_rule_evaluation(invocations: Sequence[ToolInvocation]) -> dict[str, An
 
 
 def run_result(
-    run_id: str, state: PipelineState, invocations: Sequence[ToolInvocation]
+    run_id: str, state: PipelineState, invocations: Sequence[ToolInvocation], *,
+    prompts_used: Sequence[PromptUse] | None = None,
 ) -> RunResult:
-    """The released outcome: SUCCESS with the composed answer, or FALLBACK with its text."""
+    """The released outcome: SUCCESS with the composed answer, or FALLBACK with its text.
+    `prompts_used`: what the run's model attempts used (`RuntimeState.prompts_used`)."""
     evaluation = SelfEvaluation(
         rule_evaluation=rule_evaluation(state),
         aiops_rule_evaluation=aiops_rule_evaluation(invocations),
-        verifier_evaluation=verifier_evaluation(state),
+        verifier_evaluation=verifier_evaluation(state, prompts_used=prompts_used),
     )
     completed = state.verifier_status is VerifierStatus.COMPLETED
     verdict = state.effective_verdict if completed else None

@@ -153,7 +153,8 @@ def investigate(
 
 def result(run: MemoryRun) -> RunResult:
     """What finalize releases for a run driven to its end."""
-    return run_result(run.run_id, run.state.pipeline, run.invocations)
+    return run_result(run.run_id, run.state.pipeline, run.invocations,
+                      prompts_used=run.state.prompts_used)
 
 
 def run_in_process(

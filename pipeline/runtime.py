@@ -314,7 +314,8 @@ class Runtime:
 
     def _finalize(self, inp: NodeInput) -> NodeOutcome:
         record = inp.head
-        result = run_result(record.run_id, inp.state.pipeline, inp.invocations)
+        result = run_result(record.run_id, inp.state.pipeline, inp.invocations,
+                            prompts_used=inp.state.prompts_used)
         try:
             released = self.store.finalize(record.run_id, result, expected_version=record.version)
         except StaleStateError:

@@ -241,7 +241,8 @@ def verify_bundle(
     ctx = NodeContext(agents=agents, registry=ToolRegistry(),
                       settings=settings or VeritySettings(), evidence_retry=False)
     drive(GRAPH, ctx, run)
-    result = run_result(run_id, run.state.pipeline, bundle.invocations)
+    result = run_result(run_id, run.state.pipeline, bundle.invocations,
+                        prompts_used=run.state.prompts_used)
     return VerifiedRun(result=result, events=run.events, attempts=run.attempts)
 
 

@@ -17,6 +17,7 @@ from pipeline.attempts import AttemptJournal, AttemptLog, RetryPolicy
 from pipeline.config import VeritySettings
 from pipeline.errors import BudgetExceededError, RunFailure, StaleStateError
 from pipeline.executor_output import parse_executor_output
+from pipeline.prompts import merge_prompt_uses, prompts_used
 from pipeline.tools.registry import ToolRegistry
 
 Event = tuple[str, str, dict[str, Any]]
@@ -82,9 +83,10 @@ def attempt_log(ctx: NodeContext, inp: NodeInput) -> AttemptLog:
 
 
 def logged(state: RuntimeState, log: AttemptLog) -> RuntimeState:
-    """`state` with the log's attempt numbers and token count."""
+    """`state` with the log's attempt numbers, token count and the prompts its attempts used."""
+    used = merge_prompt_uses(state.prompts_used, prompts_used([*log.attempts, *log.journaled]))
     return state.model_copy(update={"attempt_counters": log.counters(),
-                                    "tokens_used": log.tokens_used})
+                                    "tokens_used": log.tokens_used, "prompts_used": used})
 
 
 def model_failure(
