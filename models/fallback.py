@@ -19,6 +19,10 @@ class FallbackReason(StrEnum):
     VERIFIER_UNAVAILABLE = "VERIFIER_UNAVAILABLE"
     COMPOSER_UNAVAILABLE = "COMPOSER_UNAVAILABLE"
     KNOWLEDGE_REFERENCE_INVALID = "KNOWLEDGE_REFERENCE_INVALID"
+    """A knowledge answer cites no document, or one the lookup did not return (or the lookup
+    returned none)."""
+    KNOWLEDGE_UNAVAILABLE = "KNOWLEDGE_UNAVAILABLE"
+    """The knowledge model could not answer: provider down, invalid output after retries."""
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
     PLANNER_UNAVAILABLE = "PLANNER_UNAVAILABLE"
     EXECUTOR_UNAVAILABLE = "EXECUTOR_UNAVAILABLE"

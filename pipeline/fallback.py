@@ -18,6 +18,14 @@ _UNAVAILABLE = (
     "The evidence could not be checked by the Verifier, so no diagnosis is given."
 )
 _RETRY_ACTION = "Run the diagnosis again; if it fails the same way, inspect the run's audit."
+_KNOWLEDGE_NOT_CITED = (
+    "No answer is given: an answer must cite only documents the runbook lookup returned, and "
+    "none could be given that does. Nothing unchecked is shown."
+)
+_KNOWLEDGE_UNAVAILABLE = (
+    "The question could not be answered from the runbooks this time, so no answer is given."
+)
+_KNOWLEDGE_ACTION = "Ask the question again; if it fails the same way, inspect the run's audit."
 
 
 def evidence_validation_failed(*, query: str, reason: FallbackReason) -> SafeFallback:
@@ -28,6 +36,24 @@ def evidence_validation_failed(*, query: str, reason: FallbackReason) -> SafeFal
         answer_summary=_NOT_VALIDATED,
         recommended_actions=[_RETRY_ACTION],
         user_facing_answer=f"Question: {query}\n\n{_NOT_VALIDATED}",
+        verified_sources=[],
+    )
+
+
+def knowledge_fallback(
+    *, query: str, fallback_type: FallbackType, reason: FallbackReason
+) -> SafeFallback:
+    """A knowledge question that gets no answer, in knowledge wording: an answer that does not
+    hold to the lookup's documents (KNOWLEDGE_REFERENCE_INVALID), or a model that could not
+    answer (KNOWLEDGE_UNAVAILABLE, a spent budget, a failed Planner)."""
+    text = (_KNOWLEDGE_NOT_CITED if reason is FallbackReason.KNOWLEDGE_REFERENCE_INVALID
+            else _KNOWLEDGE_UNAVAILABLE)
+    return SafeFallback(
+        fallback_type=fallback_type,
+        reason=reason,
+        answer_summary=text,
+        recommended_actions=[_KNOWLEDGE_ACTION],
+        user_facing_answer=f"Question: {query}\n\n{text}",
         verified_sources=[],
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from models.common import Verdict
+from models.common import Intent, Verdict
 from models.composer import ComposerOutput
 from models.evaluation import StageStatus, VerifierStatus
 from models.executor import ExecutorEvidenceV2
@@ -162,6 +162,9 @@ def compose_node(
 def fallback_node(state: PipelineState, route: Route) -> PipelineState:
     """The deterministic fallback for the route's fixed type."""
     assert route.fallback_type is not None and route.reason is not None
+    if state.intent is Intent.KNOWLEDGE_QUERY and state.gatekeeper is None:  # knowledge path
+        return state.model_copy(update={"fallback": fallbacks.knowledge_fallback(
+            query=state.query, fallback_type=route.fallback_type, reason=route.reason)})
     evidence = state.gatekeeper.verified_evidence if state.gatekeeper else []
     if route.reason is FallbackReason.VERIFIER_REJECT:
         assert state.composer_input is not None

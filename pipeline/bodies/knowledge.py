@@ -1,4 +1,11 @@
-"""The knowledge node: one answer from the single runbook lookup, citing returned documents."""
+"""The knowledge node: one answer from the single runbook lookup, citing returned documents.
+
+Its fallbacks (knowledge wording, `pipeline.fallback.knowledge_fallback`) say why: an answer
+that cites what the lookup did not return is KNOWLEDGE_REFERENCE_INVALID, also when the model
+kept doing so through its retries; a model that could not answer (provider down, invalid
+output after retries) is KNOWLEDGE_UNAVAILABLE; a spent token budget is BUDGET_EXCEEDED, as
+for every role.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ from pipeline.bodies.common import (
     logged,
     model_failure,
 )
-from pipeline.errors import RunFailure
+from pipeline.errors import AttemptsExhaustedError, GuardRejectedError, RunFailure
 
 NODE = "knowledge"
 
@@ -35,9 +42,9 @@ def knowledge(ctx: NodeContext, inp: NodeInput) -> Step:
         try:
             answer = ctx.agents.knowledge.answer(pipeline.query, lookup, log=log)
         except RunFailure as exc:
-            failed = model_failure(logged(state, log), exc, stage=NODE,
-                                   reason=FallbackReason.KNOWLEDGE_REFERENCE_INVALID,
-                                   fallback_type=FallbackType.EVIDENCE_VALIDATION_FAILED)
+            reason, fallback_type = failure_reason(exc)
+            failed = model_failure(logged(state, log), exc, stage=NODE, reason=reason,
+                                   fallback_type=fallback_type)
             return Step(failed, [(NODE, "failed", {"error": type(exc).__name__})], log.attempts)
         errors = ctx.agents.validate_knowledge(answer, lookup)
     state = logged(state, log)
@@ -49,6 +56,16 @@ def knowledge(ctx: NodeContext, inp: NodeInput) -> Step:
     new = state.model_copy(update={"pipeline": pipeline, "knowledge": answer,
                                    "knowledge_errors": errors})
     return Step(new, [(NODE, "completed", {"errors": errors})], log.attempts)
+
+
+def failure_reason(exc: RunFailure) -> tuple[FallbackReason, FallbackType]:
+    """Why a knowledge answerer that raised gives no answer, by error type: its citation guard
+    refused every attempt (the exhaustion's cause), or it could not answer at all."""
+    refused = isinstance(exc, GuardRejectedError) or (
+        isinstance(exc, AttemptsExhaustedError) and isinstance(exc.__cause__, GuardRejectedError))
+    if refused:
+        return FallbackReason.KNOWLEDGE_REFERENCE_INVALID, FallbackType.EVIDENCE_VALIDATION_FAILED
+    return FallbackReason.KNOWLEDGE_UNAVAILABLE, FallbackType.SEMANTIC_UNAVAILABLE
 
 
 def _knowledge_output(answer: KnowledgeAnswer) -> ComposerOutput:
