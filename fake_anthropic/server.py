@@ -91,8 +91,8 @@ class FakeAnthropic(FaultQueueing):
         port: int = 0,
     ) -> None:
         """`script` is a script document applied at start and again by every `reset()`;
-        `record_limit` keeps only the latest requests (None: all, fine for tests; set it for
-        long benchmarks); `batch_delay` is how long a Message Batch stays in_progress."""
+        `record_limit` keeps only the latest requests and batches (None: all, fine for tests;
+        set it for long benchmarks); `batch_delay` is how long a Message Batch stays in_progress."""
         responder = (
             load_responder(default_responder)
             if isinstance(default_responder, str)

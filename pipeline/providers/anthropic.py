@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 import httpx2
@@ -61,6 +61,7 @@ from pipeline.providers.batches import BATCH_COUNTS, BatchItem, BatchResult, Bat
 from pipeline.providers.messages import MessagesRequest, MessagesResponse, Usage
 
 ROLE_HEADER = "x-verity-role"
+_T = TypeVar("_T")
 _TRANSIENT_STATUS = frozenset({408, 409, 429})
 MISSING_KEY = ("ANTHROPIC_API_KEY is not set: set it to use Claude, or set VERITY_PROVIDER=offline "
                "to use the offline agents")
@@ -144,38 +145,36 @@ class AnthropicProvider:
         """Create one Message Batch of `items` (each body as `send` would post it)."""
         requests: Any = [{"custom_id": item.custom_id, "params": item.request.body()}
                          for item in items]
-        batch = self._batch_call(f"Message Batch of {len(items)}",
-                                 lambda c: c.messages.batches.create(requests=requests),
-                                 timeout_s)
-        return _batch_status(batch)
+        return self._batch_call(
+            f"Message Batch of {len(items)}",
+            lambda c: _batch_status(c.messages.batches.create(requests=requests)), timeout_s)
 
     def retrieve_batch(self, batch_id: str, *, timeout_s: float | None = None) -> BatchStatus:
         """The batch's processing status now."""
-        batch = self._batch_call(f"Message Batch {batch_id}",
-                                 lambda c: c.messages.batches.retrieve(batch_id), timeout_s)
-        return _batch_status(batch)
+        return self._batch_call(
+            f"Message Batch {batch_id}",
+            lambda c: _batch_status(c.messages.batches.retrieve(batch_id)), timeout_s)
 
     def cancel_batch(self, batch_id: str, *, timeout_s: float | None = None) -> BatchStatus:
         """Ask the API to cancel the batch (it goes `canceling`, then ends)."""
-        batch = self._batch_call(f"Message Batch {batch_id}",
-                                 lambda c: c.messages.batches.cancel(batch_id), timeout_s)
-        return _batch_status(batch)
+        return self._batch_call(
+            f"Message Batch {batch_id}",
+            lambda c: _batch_status(c.messages.batches.cancel(batch_id)), timeout_s)
 
     def batch_results(self, batch_id: str, *, timeout_s: float | None = None
                       ) -> list[BatchResult]:
         """Every result line of an ended batch (read from its `results_url`), in file order."""
-        def read(client: anthropic.Anthropic) -> list[Any]:
+        def read(client: anthropic.Anthropic) -> list[BatchResult]:
             decoder = client.messages.batches.results(batch_id)
             try:
-                return list(decoder)
+                return [_batch_result(line, batch_id) for line in decoder]
             finally:
                 decoder.close()
 
-        lines = self._batch_call(f"Message Batch {batch_id} results", read, timeout_s)
-        return [_batch_result(line, batch_id) for line in lines]
+        return self._batch_call(f"Message Batch {batch_id} results", read, timeout_s)
 
-    def _batch_call(self, what: str, call: Callable[[anthropic.Anthropic], Any],
-                    timeout_s: float | None) -> Any:
+    def _batch_call(self, what: str, call: Callable[[anthropic.Anthropic], _T],
+                    timeout_s: float | None) -> _T:
         client = self._client if timeout_s is None else self._client.with_options(
             timeout=timeout_s)
         try:
@@ -184,7 +183,7 @@ class AnthropicProvider:
             raise _map_api_error(exc, what, forbidden=(
                 f"ANTHROPIC_API_KEY may not use the Message Batches API (403): {what}"
             )) from None
-        except (ValueError, AttributeError, TypeError) as exc:  # a 200 not in the API's shape
+        except (ValueError, AttributeError, TypeError, KeyError) as exc:  # a 200 of another shape
             raise ProviderOutputInvalidError(
                 f"{what}: the provider's answer is not a Message Batches answer") from exc
 

@@ -253,7 +253,7 @@ class BatchingProvider:
     def flush(self) -> None:
         """Send every waiting request now, without waiting for `flush_after_s`."""
         with self._lock:
-            self._flush_now = True
+            self._flush_now = bool(self._pending)
             self._lock.notify_all()
 
     def close(self) -> None:
@@ -393,7 +393,7 @@ class BatchingProvider:
                 self._settle([waiter], response=replace(result.response, latency_ms=waited_ms))
             else:
                 error = result.error or ProviderUnavailableError(
-                    f"{waiter.who}: {result.kind} in Message Batch {flight.id}")
+                    f"{waiter.who}: {custom_id} {result.kind} in Message Batch {flight.id}")
                 direct = self._fallback and (result.kind in ("expired", "canceled")
                                              or isinstance(error, ProviderUnavailableError))
                 self._settle([waiter], error=error, send_direct=direct)

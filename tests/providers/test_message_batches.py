@@ -197,6 +197,16 @@ def test_batches__a_lone_call_waits_flush_after_or_flush(
     assert time.monotonic() - started < 5.0
 
 
+def test_batches__flush_with_nothing_waiting_does_not_hurry_the_next_call(
+    fake: FakeAnthropic, batching: Callable[..., BatchingProvider]
+) -> None:
+    provider = batching(max_batch=2, flush_after_s=30.0)
+    provider.flush()
+    outcomes = send_all(provider, [request("planner", "a"), request("planner", "b")])
+    assert [answer(o).text() for o in outcomes] == ["echo: a", "echo: b"]
+    assert [len(b["requests"]) for b in fake.batches] == [2]  # not a batch of the first alone
+
+
 def test_batches__custom_ids_name_the_role_in_the_apis_alphabet() -> None:
     assert custom_id_for("verifier", 12) == "verifier__000012"
     assert custom_id_for("knowledge.base v2", 1) == "knowledge-base-v2__000001"
