@@ -225,10 +225,7 @@ class FakeState:
 
     # -- requests -----------------------------------------------------------------------
 
-    def record_request(
-        self, path: str, headers: Mapping[str, str], body: object, role: str
-    ) -> JSON:
-        """Record an arriving request (see the module doc); finish it with `finish_request`."""
+    def _record(self, path: str, headers: Mapping[str, str], body: object, role: str) -> JSON:
         record: JSON = {
             "path": path,
             "role": role,
@@ -246,8 +243,7 @@ class FakeState:
             self._requests.append(record)
         return record
 
-    def finish_request(self, record: JSON, outcome: str, decision: Decision) -> Decision:
-        """Note the outcome, status and JSON answer of a recorded request; `decision` back."""
+    def _finish(self, record: JSON, outcome: str, decision: Decision) -> Decision:
         action = decision.action
         with self._lock:
             record["outcome"] = outcome
@@ -260,8 +256,7 @@ class FakeState:
                         record["response"] = None
         return decision
 
-    def check_key(self, headers: Mapping[str, str]) -> str | None:
-        """The 401 message for a missing or wrong key, None when the key is accepted."""
+    def _check_key(self, headers: Mapping[str, str]) -> str | None:
         key = headers.get("x-api-key", "")
         if not key:
             bearer = headers.get("authorization", "")
@@ -291,23 +286,23 @@ class FakeState:
         """What to do for one POST /v1/messages (or /v1/messages/count_tokens)."""
         body, parse_error = _parse(raw)
         role = role_of(headers, body)
-        record = self.record_request(path, headers, body, role)
+        record = self._record(path, headers, body, role)
         request_id = str(record["request_id"])
-        key_error = self.check_key(headers)
+        key_error = self._check_key(headers)
         if key_error:
-            return self.finish_request(
+            return self._finish(
                 record, "authentication", Decision(0.0, _error(401, key_error, request_id))
             )
         if path.endswith("/count_tokens"):
             return self._count_tokens(record, body, parse_error)
         invalid = parse_error or validate_request(body)
         if invalid:
-            return self.finish_request(
+            return self._finish(
                 record, "invalid_request", Decision(0.0, _error(400, invalid, request_id))
             )
         assert isinstance(body, dict)
         outcome, decision = self.answer(role, body, raw, request_id)
-        return self.finish_request(record, outcome, decision)
+        return self._finish(record, outcome, decision)
 
     def answer(self, role: str, body: JSON, raw: bytes, request_id: str) -> tuple[str, Decision]:
         """The outcome and decision for a valid Messages body of `role` (`raw` is its bytes):
@@ -326,11 +321,11 @@ class FakeState:
         with its query, `base_url` what `results_url` starts with."""
         parts = urlsplit(url)
         body, parse_error = _parse(raw) if raw.strip() else (None, None)
-        record = self.record_request(parts.path, headers, body, BATCH_ROLE)
+        record = self._record(parts.path, headers, body, BATCH_ROLE)
         request_id = str(record["request_id"])
-        key_error = self.check_key(headers)
+        key_error = self._check_key(headers)
         if key_error:
-            return self.finish_request(
+            return self._finish(
                 record, "authentication", Decision(0.0, _error(401, key_error, request_id))
             )
         fault = self._next_fault(BATCH_ROLE)
@@ -340,15 +335,15 @@ class FakeState:
                 if fault.kind in BATCH_FAULTS or fault.kind == "schema_break"
                 else self._fault(fault, {}, request_id)
             )
-            return self.finish_request(record, f"fault:{fault.kind}", Decision(0.0, action))
+            return self._finish(record, f"fault:{fault.kind}", Decision(0.0, action))
         if parse_error:
-            return self.finish_request(
+            return self._finish(
                 record, "invalid_request", Decision(0.0, _error(400, parse_error, request_id))
             )
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         reply = self.batches.handle(method, parts.path, query, body, base_url)
         decision = Decision(0.0, _batch_response(reply, request_id))
-        return self.finish_request(record, reply.outcome, decision)
+        return self._finish(record, reply.outcome, decision)
 
     def _next_fault(self, role: str) -> Fault | None:
         with self._lock:
@@ -359,11 +354,11 @@ class FakeState:
         request_id = str(record["request_id"])
         if parse_error or not isinstance(body, dict) or "messages" not in body:
             message = parse_error or "messages: Field required"
-            return self.finish_request(
+            return self._finish(
                 record, "invalid_request", Decision(0.0, _error(400, message, request_id))
             )
         counted = {"input_tokens": count_input_tokens(body)}
-        return self.finish_request(
+        return self._finish(
             record, "count_tokens", Decision(0.0, _json_response(200, counted, request_id))
         )
 
