@@ -60,7 +60,8 @@ class BatchStore:
         page: int = PAGE,
     ) -> Iterator[RunRecord]:
         """The tenant's runs that `selection` picks, newest first, read in keyset pages (never
-        all at once); `terminal_only` keeps ended runs only (what a batch can re-judge)."""
+        all at once); `terminal_only` keeps ended diagnosis runs only (what a batch
+        re-judges)."""
         needs_audit = bool(selection.prompt_versions or selection.models)
         left = selection.limit
         cursor: tuple[datetime, str] | None = None
@@ -92,8 +93,8 @@ class BatchStore:
         self, *, batch_id: str, tenant_id: str, selection: Selection, provider: str,
         message_batches: bool, chunk_size: int,
     ) -> BatchRecord:
-        """A PENDING batch with one item per selected ended run, written page by page; the
-        batch's total is set last, in the same transaction."""
+        """A PENDING batch with one item per selected ended diagnosis run, written page by
+        page; the batch's total is set last, in the same transaction."""
         now = _now()
         with self._write() as session:
             session.add(ReverifyBatchRow(
@@ -329,6 +330,8 @@ def _selected(tenant_id: str, selection: Selection, *, terminal_only: bool, audi
         stmt = stmt.where(DiagnosisRunRow.status.in_([s.value for s in selection.statuses]))
     elif terminal_only:
         stmt = stmt.where(DiagnosisRunRow.status.in_(_TERMINAL_RUN))
+    if terminal_only:  # what a batch re-judges: diagnoses (a knowledge answer has no claims)
+        stmt = stmt.where(DiagnosisRunRow.intent == Intent.DIAGNOSIS.value)
     if selection.verdicts:
         named = [v for v in selection.verdicts if v != "null"]
         conditions = [DiagnosisRunRow.verdict.in_(named)] if named else []
