@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ from cli.runs import TenantOption, tenant_of
 from cli.schemas import SCHEMAS
 from models.bundle import FinalAnswer, RunResult
 from models.run import RunRecord
+from pipeline.agents.base import SingleTurnModel
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.config import VeritySettings, resolve_database_url
@@ -70,11 +72,41 @@ def _open_store() -> RunStore:
     return RunStore.open(resolve_database_url(VeritySettings()))
 
 
+class VerifyProvider(StrEnum):
+    """Who judges and writes up a bundle in `verity verify`."""
+
+    OFFLINE = "offline"
+    ANTHROPIC = "anthropic"
+
+
+_MISSING_KEY = ("ANTHROPIC_API_KEY is not set: set it to verify with Claude, or use "
+                "--provider offline")
+
+
+def _verify_models(
+    provider: VerifyProvider, settings: VeritySettings
+) -> tuple[SingleTurnModel, SingleTurnModel]:
+    """The Verifier and Composer of `verity verify`: the offline ones, or Claude's built as a
+    live run builds them (`claude_agents`: model per role, ANTHROPIC_BASE_URL, retries)."""
+    if provider is VerifyProvider.OFFLINE:
+        return OfflineVerifier(), TemplateComposer()
+    key = settings.anthropic_api_key
+    if key is None or not key.get_secret_value():
+        raise InputError(_MISSING_KEY)
+    from pipeline.factory import claude_agents  # the SDK is imported only when used
+
+    agents = claude_agents(settings)
+    return agents.verifier, agents.composer
+
+
 @app.command()
 def verify(
     bundle: Annotated[str, typer.Argument(help="Run bundle JSON file, or - for stdin.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     store: Annotated[bool, typer.Option("--store", help="Store the run in the database.")] = False,
+    provider: Annotated[VerifyProvider, typer.Option(
+        "--provider", help="Verifier and Composer: offline (deterministic, the default) or "
+        "anthropic (Claude, as a live run; needs ANTHROPIC_API_KEY).")] = VerifyProvider.OFFLINE,
     tenant: TenantOption = None,
 ) -> None:
     """Run parse → gatekeep → verify → compose (or the fallback) on a run bundle."""
@@ -82,7 +114,8 @@ def verify(
     settings = VeritySettings()
     parsed = load_bundle(_read_input(bundle, max_bytes=settings.bundle_max_bytes),
                          settings=settings)
-    run = verify_bundle(parsed, verifier=OfflineVerifier(), composer=TemplateComposer())
+    verifier, composer = _verify_models(provider, settings)
+    run = verify_bundle(parsed, verifier=verifier, composer=composer, settings=settings)
     if store:
         with _open_store() as run_store:
             run_store.save_verified_run(
