@@ -72,6 +72,16 @@ class VeritySettings(BaseSettings):
         description="A PENDING or RUNNING run with no progress and no live lease for this long "
         "has its stored next step re-sent.",
     )
+    message_batch_poll_s: float = Field(
+        default=10.0, gt=0,
+        description="How often a re-verification polls a Message Batch it sent (Anthropic "
+        "ends most within minutes; the fake server in milliseconds).",
+    )
+    message_batch_timeout_s: float = Field(
+        default=3600.0, gt=0,
+        description="A Message Batch not ended after this long is cancelled and its requests "
+        "fail as unavailable (then retried as the normal retry rules allow).",
+    )
     reconcile_limit: int = Field(
         default=200, gt=0, description="Runs each kind of reconciler action handles per sweep."
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.agents.base import SingleTurnModel
 from pipeline.agents.claude import (
     ClaudeComposer,
     ClaudeKnowledgeAnswerer,
@@ -78,6 +79,31 @@ def claude_agents(
         classify_intent=classify_intent,
         validate_knowledge=validate_knowledge_answer,
     )
+
+
+def batch_judges(
+    settings: VeritySettings, provider: str, *, message_batches: bool = False,
+    max_batch: int = 100,
+) -> tuple[SingleTurnModel, SingleTurnModel]:
+    """The Verifier and Composer a re-verification batch uses for `provider`. With
+    `message_batches` (anthropic only), their requests go through the Message Batches API:
+    concurrent calls are gathered into one batch of up to `max_batch` requests, polled, and
+    an expired or errored request is sent once more as a normal call."""
+    if provider != "anthropic":
+        agents = offline_agents()
+        return agents.verifier, agents.composer
+    claude_settings = settings.model_copy(update={"provider": "anthropic"})
+    transport: MessagesProvider | None = None
+    if message_batches:
+        from pipeline.providers.anthropic import AnthropicProvider  # the SDK only when used
+        from pipeline.providers.batches import BatchingProvider
+
+        transport = BatchingProvider(
+            AnthropicProvider.from_settings(claude_settings), max_batch=max_batch,
+            flush_after_s=0.2, poll_interval_s=settings.message_batch_poll_s,
+            timeout_s=settings.message_batch_timeout_s, fallback_to_messages=True)
+    agents = claude_agents(claude_settings, provider=transport)
+    return agents.verifier, agents.composer
 
 
 def agents_for(settings: VeritySettings) -> Agents:

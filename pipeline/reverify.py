@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,38 +235,44 @@ Judges = tuple[SingleTurnModel, SingleTurnModel]
 
 def judge_chunk(
     store: Any, batch_id: str, *, start: int, end: int, judges: Callable[[BatchRecord], Judges],
-    settings: VeritySettings | None = None, flush_every: int = 10,
+    settings: VeritySettings | None = None, flush_every: int = 10, concurrent: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> ChunkOutcome:
     """Re-judge the chunk's PENDING items [start, end) and write their results every
     `flush_every` items; stop at the next flush once the batch is no longer RUNNING
-    (cancelled). An item that cannot be re-judged is an item error with a one-line reason;
-    only the store's own errors end the chunk (its message is retried)."""
+    (cancelled). `concurrent` judges the whole chunk at once, one thread per item (so that
+    Message Batches gather its requests), and writes once. An item that cannot be re-judged
+    is an item error with a one-line reason; only the store's own errors end the chunk (its
+    message is retried)."""
     batch = store.get_batch(batch_id)
     if batch.status is not BatchStatus.RUNNING:
         return ChunkOutcome(0, stopped=batch.status.value)
     pending = store.pending_items(batch_id, start=start, end=end)
     loaded = store.load_for_judging([run_id for _, run_id in pending], tenant_id=batch.tenant_id)
     verifier, composer = judges(batch)
+
+    def one(item: tuple[int, str]) -> tuple[ItemResult, list[LlmAttempt]]:
+        return _judge_one(item[0], item[1], loaded[item[1]], verifier=verifier,
+                          composer=composer, settings=settings)
+
+    step = max(len(pending), 1) if concurrent else flush_every
     judged = 0
-    results: list[ItemResult] = []
-    attempts: list[LlmAttempt] = []
-    for index, (seq, run_id) in enumerate(pending):
-        if index and index % flush_every == 0:
-            judged += store.record_items(batch_id, results, attempts)
-            results, attempts = [], []
-            if progress is not None:
-                progress(index, len(pending))
+    for first in range(0, len(pending), step):
+        if first:
             status = store.get_batch(batch_id).status
             if status is not BatchStatus.RUNNING:
                 return ChunkOutcome(judged, stopped=status.value)
-        item, spent = _judge_one(seq, run_id, loaded[run_id], verifier=verifier,
-                                 composer=composer, settings=settings)
-        results.append(item)
-        attempts += spent
-    judged += store.record_items(batch_id, results, attempts)
-    if progress is not None:
-        progress(len(pending), len(pending))
+        part = pending[first:first + step]
+        if concurrent and len(part) > 1:
+            with ThreadPoolExecutor(max_workers=len(part),
+                                    thread_name_prefix="verity-judge") as pool:
+                judged_part = list(pool.map(one, part))
+        else:
+            judged_part = [one(item) for item in part]
+        judged += store.record_items(batch_id, [r for r, _ in judged_part],
+                                     [a for _, spent in judged_part for a in spent])
+        if progress is not None:
+            progress(first + len(part), len(pending))
     return ChunkOutcome(judged)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from celery import Task, group
 from models.batch import BatchRecord
-from pipeline.factory import claude_agents, offline_agents
+from pipeline.factory import batch_judges
 from pipeline.reverify import Judges, judge_chunk
 
 from tasks.app import PUBLISH_ERRORS, app
@@ -29,7 +29,7 @@ from tasks.services import get_runtime
 
 logger = logging.getLogger(__name__)
 
-_judges: dict[str, Judges] = {}
+_judges: dict[tuple[str, bool, int], Judges] = {}
 _judges_lock = threading.Lock()
 
 
@@ -40,20 +40,19 @@ def chunk_task_id(batch_id: str, start: int) -> str:
 
 def judges_for(batch: BatchRecord) -> Judges:
     """The Verifier and Composer the batch asked for: the runtime's own agents when its
-    provider is the runtime's (a runtime factory's test double included), else built for the
-    batch's provider once per process."""
+    provider is the runtime's and no Message Batches are asked for (a runtime factory's test
+    double included), else built for the batch once per process."""
     runtime = get_runtime()
-    if batch.provider == runtime.settings.resolved_provider():
+    own = runtime.settings.resolved_provider()
+    if batch.provider == own and not batch.message_batches:
         return runtime.agents.verifier, runtime.agents.composer
+    key = (batch.provider, batch.message_batches, batch.chunk_size)
     with _judges_lock:
-        judges = _judges.get(batch.provider)
+        judges = _judges.get(key)
         if judges is None:
-            if batch.provider == "anthropic":
-                settings = runtime.settings.model_copy(update={"provider": "anthropic"})
-                agents = claude_agents(settings)
-            else:
-                agents = offline_agents()
-            judges = _judges[batch.provider] = (agents.verifier, agents.composer)
+            judges = _judges[key] = batch_judges(
+                runtime.settings, batch.provider, message_batches=batch.message_batches,
+                max_batch=batch.chunk_size)
         return judges
 
 
@@ -84,9 +83,16 @@ def chunk(self: Task, batch_id: str, first: int, last: int) -> dict[str, Any]:
                 logger.warning("progress of %s not recorded", request.id, exc_info=True)
 
     outcome = judge_chunk(runtime.store, batch_id, start=first, end=last, judges=judges_for,
-                          settings=runtime.settings, progress=progress)
+                          settings=runtime.settings, progress=progress,
+                          concurrent=_concurrent(runtime.store, batch_id))
     return {"batch_id": batch_id, "range": [first, last], "judged": outcome.judged,
             "stopped": outcome.stopped}
+
+
+def _concurrent(store: Any, batch_id: str) -> bool:
+    """Judge a chunk's items at once when their requests go through Message Batches (they are
+    gathered into one batch per role), one by one otherwise."""
+    return bool(store.get_batch(batch_id).message_batches)
 
 
 def resend_stalled_batches(store: Any, *, stale_after_s: float) -> list[str]:
