@@ -23,27 +23,14 @@ from sqlalchemy.pool import NullPool
 from models.batch import BatchStatus, ItemStatus
 from models.common import Intent, Verdict
 from pipeline.config import VeritySettings
-from pipeline.factory import build_runtime, resolve_scenario
-from pipeline.scenarios import default_scenarios_dir, list_scenarios, load_scenario
+from pipeline.factory import build_runtime
+from pipeline.scenarios import default_scenarios_dir, list_scenarios
 from pipeline.store import RunStore
 from tests.integration.conftest import ROOT, TENANT, Workers, wait_for
+from tests.providers.test_fake_runs import drive
 
 RUNS_PER_SCENARIO = 26
 """8 diagnosis scenarios x 26 = 208 stored runs (and 26 knowledge runs, which no batch picks)."""
-
-
-def _drive(runtime: Any, scenario: str) -> str:
-    path = resolve_scenario(scenario, None)
-    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path,
-                            tenant_id=TENANT)
-    outcome = runtime.coordinate(run_id, 0)
-    for _ in range(50):
-        if outcome.kind != "committed" or outcome.next is None:
-            break
-        for tool_call_id in outcome.next.tool_call_ids:
-            runtime.run_tool_call(run_id, tool_call_id)
-        outcome = runtime.run_node(run_id, outcome.next.node, outcome.version)
-    return run_id
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +46,7 @@ def stored_url(postgres_server_url: str) -> Iterator[str]:
     try:
         for _ in range(RUNS_PER_SCENARIO):
             for info in list_scenarios(default_scenarios_dir()):
-                _drive(runtime, info.name)
+                drive(runtime, info.name, tenant_id=TENANT)
         runtime.store.close()
         yield url
     finally:

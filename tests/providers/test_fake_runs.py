@@ -37,11 +37,11 @@ def fake() -> Iterator[FakeAnthropic]:
         yield running
 
 
-def drive(runtime: Runtime, scenario: str) -> str:
+def drive(runtime: Runtime, scenario: str, *, tenant_id: str = TENANT) -> str:
     """Run one scenario to its end in this thread, node by node (what the workers do)."""
     path = resolve_scenario(scenario, None)
     run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path,
-                            tenant_id=TENANT)
+                            tenant_id=tenant_id)
     outcome = runtime.coordinate(run_id, 0)
     for _ in range(50):
         if outcome.kind != "committed" or outcome.next is None:
