@@ -251,20 +251,36 @@ def _print_report(report: dict[str, Any]) -> None:
         for change, count in report["claim_class_changes"].items():
             classes.add_row(change, str(count))
         out.print(classes)
-    for flip in report["flips"][:20]:
-        out.print(f"[bold]{flip['run_id']}[/bold] {flip['old_verdict']} -> "
-                  f"{flip['new_verdict']}", highlight=False)
-        for claim in flip["claims"]:
-            out.print(f"  {claim['claim_id']}: {claim['old']} -> {claim['new']}", highlight=False)
-        for note in flip["downgrades"][:5]:
-            out.print(f"  post-check: {note}", style="dim", highlight=False)
-        if flip["rationale"]:
-            out.print(f"  rationale: {flip['rationale']}", style="dim", highlight=False)
+    if len(report["by_prompts"]) > 1:
+        groups = Table("prompts used", "transitions", title="by prompt versions")
+        for key, counts in report["by_prompts"].items():
+            groups.add_row(key, ", ".join(f"{k}: {v}" for k, v in counts.items()))
+        out.print(groups)
+    _print_flips(out, report)
     for sample in report["error_samples"][:10]:
         out.print(f"error {sample['run_id']}: {sample['error']}", style="yellow",
                   highlight=False)
     out.print(f"tokens in {report['tokens']['input']}, out {report['tokens']['output']}; "
               f"cost ${report['cost_usd']:.4f}", highlight=False)
+
+
+def _print_flips(out: Console, report: dict[str, Any]) -> None:
+    """The runs whose verdict changed, worst first, with the claims that changed and why."""
+    shown = report["flips"][:20]
+    if shown:
+        out.print(f"runs whose verdict changed, worst first ({len(shown)} of "
+                  f"{report['changed_verdicts']}):", highlight=False)
+    for flip in shown:
+        out.print(f"[bold]{flip['run_id']}[/bold] {flip['old_verdict']} -> "
+                  f"{flip['new_verdict']}", highlight=False)
+        for claim in flip["claims"][:5]:
+            out.print(f"  {claim['claim_id']}: {claim['old']} -> {claim['new']}", highlight=False)
+        if len(flip["claims"]) > 5:
+            out.print(f"  ... and {len(flip['claims']) - 5} more claims", highlight=False)
+        for note in flip["downgrades"][:5]:
+            out.print(f"  post-check: {note}", style="dim", highlight=False)
+        if flip["rationale"]:
+            out.print(f"  rationale: {flip['rationale']}", style="dim", highlight=False)
 
 
 def _write_csv(path: Path, items: Any) -> None:

@@ -59,10 +59,11 @@ def _client_and_worker(stack: ExitStack, tenant: str) -> Any:
     in-process."""
     from tasks.client import VerityClient, check_settings  # celery only for runtime commands
     from tasks.embedded import embedded_worker
+    from tasks.services import runtime_from
 
     settings = VeritySettings()
     check_settings(settings)
-    runtime = build_runtime(settings)
+    runtime = runtime_from(settings)  # the embedded worker runs what a worker would
     stack.callback(runtime.store.close)
     if not settings.broker_url:
         stack.enter_context(embedded_worker(runtime, join_timeout=0.2))

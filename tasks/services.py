@@ -20,11 +20,13 @@ def get_runtime() -> Runtime:
     global _runtime
     with _lock:
         if _runtime is None:
-            _runtime = _build(VeritySettings())
+            _runtime = runtime_from(VeritySettings())
         return _runtime
 
 
-def _build(settings: VeritySettings) -> Runtime:
+def runtime_from(settings: VeritySettings) -> Runtime:
+    """The runtime the settings describe: VERITY_RUNTIME_FACTORY's when it is set (a test
+    double, another agent set), else `build_runtime`'s."""
     if not settings.runtime_factory:
         return build_runtime(settings)
     module, _, name = settings.runtime_factory.partition(":")
