@@ -156,3 +156,11 @@ def test_verify__a_rejected_key_is_one_line(fake: FakeAnthropic, tmp_path: Path)
     assert done.stderr.startswith("verity: error: ") and "(401)" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "home").exists()
+
+
+def test_verify__an_unknown_provider_is_one_line_exit_2(tmp_path: Path) -> None:
+    done = _verity("verify", str(BUNDLES / "pass.json"), "--provider", "openai",
+                   env=_env(tmp_path))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("verity: error: ") and "'offline', 'anthropic'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
