@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from typer.exceptions import Abort, TyperException
 
-from cli import runs
+from cli import batch, runs
 from cli.render import print_result, print_usage
 from cli.runs import TenantOption, tenant_of
 from cli.schemas import SCHEMAS
@@ -192,7 +192,9 @@ def schema(
 
 
 app.command()(runs.run)
-app.command()(runs.runs)
+app.command()(batch.runs)
+app.command()(batch.reverify)
+app.command("reverify-report")(batch.reverify_report)
 app.command()(runs.cancel)
 app.command()(runs.export)
 app.command()(runs.scenarios)

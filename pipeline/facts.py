@@ -329,7 +329,8 @@ def _make_quantity(raw: str, *, single_digits: bool = False) -> Fact | None:
                 shape=dimension, number=value)
 
 
-_REL = 1e-12
+_REL = 1e-15
+"""Relative float error only (a few ulps): 1000000000001 is not 1000000000000."""
 
 
 def _quantities_match(claim: Fact, other: Fact) -> bool:

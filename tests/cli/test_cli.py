@@ -133,9 +133,9 @@ def test_cli__schema_prints_json_schema(env: dict[str, str]) -> None:
     ("args", "message"),
     [
         (["--queues", "llm,bogus"], "verity: error: --queues: bogus; choose among control, llm, "
-                                    "tools"),
+                                    "tools, batch"),
         (["--queues", " , "], "verity: error: --queues: none given; choose among control, llm, "
-                              "tools"),
+                              "tools, batch"),
         (["--concurrency", "0"], "verity: error: --concurrency must be at least 1"),
     ],
 )
