@@ -240,8 +240,20 @@ def extract_facts(text: str, *, single_digits: bool = False) -> list[Fact]:
     """Every concrete fact in `text`, in the order the patterns claim them (no overlaps).
 
     A bare single digit says too little to be a claim's fact; as evidence (`single_digits`)
-    it still supports a claim such as "4 times".
+    it still supports a claim such as "4 times". A run reads the same short texts several
+    times (its claims in the post-check, the Composer's input, the guards), so the facts of
+    recent texts are kept (facts are immutable).
     """
+    if len(text) > _CACHED_TEXT_MAX:
+        return list(_extract(text, single_digits))
+    return list(_extract_cached(text, single_digits))
+
+
+_CACHED_TEXT_MAX = 2000
+"""Longer texts (whole projections) are rarely read twice: not worth the memory."""
+
+
+def _extract(text: str, single_digits: bool) -> tuple[Fact, ...]:
     taken = bytearray(len(text))
     facts: list[Fact] = []
     digits = _DIGIT.search(text) is not None
@@ -260,7 +272,16 @@ def extract_facts(text: str, *, single_digits: bool = False) -> list[Fact]:
                 if shape not in _TRANSPARENT:
                     taken[start:end] = b"\x01" * (end - start)
                 facts.append(fact)
-    return facts
+    return tuple(facts)
+
+
+_extract_cached = functools.lru_cache(maxsize=16384)(_extract)
+
+
+def clear_caches() -> None:
+    """Forget the facts and tokens of every text read so far (benchmarks measure cold runs)."""
+    _extract_cached.cache_clear()
+    tokens.cache_clear()
 
 
 def _make_fact(kind: FactKind, shape: str, raw: str, *, single_digits: bool) -> Fact | None:
