@@ -202,6 +202,9 @@ class LlmAttemptRow(Base):
     outcome: Mapped[str] = mapped_column(String(64))
     error_type: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # A journaled attempt's accepted answer: a copy of the node redelivered after its worker
+    # died between the answer and the commit reuses it instead of calling the model again.
+    reply: Mapped[str | None] = mapped_column(Text)
 
 
 class ReverifyBatchRow(Base):

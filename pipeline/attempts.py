@@ -88,9 +88,13 @@ class AttemptJournal(Protocol):
         self, run_id: str, role: str, cycle: int, number: int, *, outcome: str,
         input_tokens: int = 0, output_tokens: int = 0, cache_read_tokens: int = 0,
         cache_write_tokens: int = 0, latency_ms: float = 0.0, cost_usd: float = 0.0,
-        error_type: str | None = None,
+        error_type: str | None = None, reply: str | None = None,
     ) -> bool:
-        """Complete the row with its outcome and usage."""
+        """Complete the row with its outcome and usage (and the accepted answer)."""
+        ...
+
+    def answered(self, run_id: str, *, role: str, cycle: int, input_sha256: str) -> str | None:
+        """An earlier attempt's accepted answer to these exact input bytes, if journaled."""
         ...
 
 
@@ -225,6 +229,9 @@ def attempt_call(
                        cycle=log.cycle if cycle is None else cycle,
                        journal=log.journal if remote else None)
     token = current_token()
+    reused = attempt.reuse(parse)
+    if reused is not None:
+        return reused[0]
     technical = transient = 0
     waited = 0.0
     while True:
@@ -301,6 +308,21 @@ class _Attempt:
                     number=self.begin())
         raise error
 
+    def reuse(self, parse: Callable[[str], T]) -> tuple[T] | None:
+        """With a journal, the answer an earlier copy of this node got for the same bytes and
+        accepted (its worker died before the node committed), parsed again: no second request,
+        no second row. None when there is none, or when it no longer parses."""
+        if self.journal is None:
+            return None
+        text = self.journal.answered(self.log.run_id, role=self.role, cycle=self.cycle,
+                                     input_sha256=self.digest)
+        if text is None:
+            return None
+        try:
+            return (parse(text),)
+        except Exception:  # a guard changed since: ask the model again
+            return None
+
     def begin(self) -> int | None:
         """With a journal, the `in_flight` row of the attempt about to be made: its number."""
         if self.journal is None:
@@ -337,7 +359,8 @@ class _Attempt:
             row.run_id, row.role, row.cycle, number, outcome=outcome,
             input_tokens=row.input_tokens, output_tokens=row.output_tokens,
             cache_read_tokens=row.cache_read_tokens, cache_write_tokens=row.cache_write_tokens,
-            latency_ms=row.latency_ms, cost_usd=row.cost_usd, error_type=row.error_type)
+            latency_ms=row.latency_ms, cost_usd=row.cost_usd, error_type=row.error_type,
+            reply=reply.text if reply is not None and outcome == "ok" else None)
         self.log.journaled.append(row)
 
     def exhausted(self) -> AttemptsExhaustedError:

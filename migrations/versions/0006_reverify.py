@@ -1,4 +1,5 @@
-"""Batch re-verification: batches, their items, and model attempts tied to a batch.
+"""Batch re-verification: batches, their items, and model attempts tied to a batch; and the
+journal keeps an accepted answer (`llm_attempt.reply`) so a redelivered node reuses it.
 
 `llm_attempt.batch_id` is the empty string for a live run's attempts (every existing row), a
 batch id for a re-verification's; the attempt key gains it, so re-judging a run never collides
@@ -36,6 +37,7 @@ def upgrade() -> None:
     with op.batch_alter_table("llm_attempt") as batch:
         batch.add_column(sa.Column("batch_id", sa.String(length=64), nullable=False,
                                    server_default=sa.text("''")))
+        batch.add_column(sa.Column("reply", sa.Text(), nullable=True))
         batch.drop_constraint(op.f("uq_llm_attempt_run_id_role_cycle_attempt_number"),
                               type_="unique")
         batch.create_unique_constraint(
@@ -106,3 +108,4 @@ def downgrade() -> None:
             op.f("uq_llm_attempt_run_id_role_cycle_attempt_number"),
             ["run_id", "role", "cycle", "attempt_number"])
         batch.drop_column("batch_id")
+        batch.drop_column("reply")

@@ -160,7 +160,15 @@ END_ATTEMPT = (
             cache_read_tokens=bindparam("p_cache_read_tokens"),
             cache_write_tokens=bindparam("p_cache_write_tokens"),
             cost_usd=bindparam("p_cost_usd"), error_type=bindparam("p_error_type"),
-            created_at=bindparam("p_now"))
+            created_at=bindparam("p_now"), reply=bindparam("p_reply"))
+)
+ANSWERED = (
+    select(ATTEMPT.reply)
+    .where(ATTEMPT.run_id == bindparam("p_run_id"), ATTEMPT.batch_id == "",
+           ATTEMPT.role == bindparam("p_role"), ATTEMPT.cycle == bindparam("p_cycle"),
+           ATTEMPT.input_sha256 == bindparam("p_input_sha256"), ATTEMPT.outcome == "ok",
+           ATTEMPT.reply.is_not(None))
+    .order_by(ATTEMPT.attempt_number.desc()).limit(1)
 )
 ABANDON = (
     update(ATTEMPT)
@@ -222,7 +230,8 @@ PG_END_ATTEMPT = """
 UPDATE llm_attempt SET outcome = %(p_outcome)s, latency_ms = %(p_latency_ms)s,
   input_tokens = %(p_input_tokens)s, output_tokens = %(p_output_tokens)s,
   cache_read_tokens = %(p_cache_read_tokens)s, cache_write_tokens = %(p_cache_write_tokens)s,
-  cost_usd = %(p_cost_usd)s, error_type = %(p_error_type)s, created_at = %(p_now)s
+  cost_usd = %(p_cost_usd)s, error_type = %(p_error_type)s, created_at = %(p_now)s,
+  reply = %(p_reply)s
 WHERE run_id = %(p_run_id)s AND batch_id = '' AND role = %(p_role)s AND cycle = %(p_cycle)s
   AND attempt_number = %(p_number)s AND outcome IN ('in_flight', 'abandoned')
 """
@@ -231,6 +240,12 @@ UPDATE llm_attempt SET outcome = 'abandoned'
 WHERE run_id = %(p_run_id)s AND batch_id = '' AND outcome = 'in_flight'
 """
 PG_RUN_EXISTS = "SELECT 1 FROM diagnosis_run WHERE run_id = %(p_run_id)s"
+PG_ANSWERED = """
+SELECT reply FROM llm_attempt
+WHERE run_id = %(p_run_id)s AND batch_id = '' AND role = %(p_role)s AND cycle = %(p_cycle)s
+  AND input_sha256 = %(p_input_sha256)s AND outcome = 'ok' AND reply IS NOT NULL
+ORDER BY attempt_number DESC LIMIT 1
+"""
 
 
 class LeaseStore:
@@ -322,13 +337,14 @@ class LeaseStore:
         self, run_id: str, role: str, cycle: int, number: int, *, outcome: str,
         input_tokens: int = 0, output_tokens: int = 0, cache_read_tokens: int = 0,
         cache_write_tokens: int = 0, latency_ms: float = 0.0, cost_usd: float = 0.0,
-        error_type: str | None = None,
+        error_type: str | None = None, reply: str | None = None,
     ) -> bool:
-        """Complete an in-flight (or abandoned) row with its outcome, usage and latency;
-        False if there is no such open row (completed already). Its `created_at` becomes the
-        time it ended, as for rows a commit writes: `created_at - latency_ms` is when the
-        request went out."""
+        """Complete an in-flight (or abandoned) row with its outcome, usage and latency, and
+        the accepted answer (`reply`, for an `ok`); False if there is no such open row
+        (completed already). Its `created_at` becomes the time it ended, as for rows a commit
+        writes: `created_at - latency_ms` is when the request went out."""
         params = {
+            "p_reply": reply,
             "p_run_id": run_id, "p_role": role, "p_cycle": cycle, "p_number": number,
             "p_now": _now(),
             "p_outcome": outcome, "p_input_tokens": input_tokens,
@@ -340,6 +356,19 @@ class LeaseStore:
             return self._hot.rowcount(PG_END_ATTEMPT, params) == 1
         with self._connect_write() as connection:
             return bool(connection.execute(END_ATTEMPT, params).rowcount == 1)
+
+    def answered(self, run_id: str, *, role: str, cycle: int, input_sha256: str) -> str | None:
+        """The accepted answer of an earlier attempt of this call (same run, role, cycle and
+        input bytes), if one was journaled: a copy of a node whose worker died after the
+        answer came back, before its commit, reuses it instead of calling the model again."""
+        params = {"p_run_id": run_id, "p_role": role, "p_cycle": cycle,
+                  "p_input_sha256": input_sha256}
+        if self._hot is not None:
+            found = self._hot.fetch_one(PG_ANSWERED, params)
+            return None if found is None else str(found[0])
+        with self._connect_write() as connection:
+            value = connection.execute(ANSWERED, params).scalar_one_or_none()
+        return None if value is None else str(value)
 
     def abandon_in_flight(self, run_id: str) -> int:
         """Mark the run's `in_flight` rows `abandoned` (their node copy is gone: call it once

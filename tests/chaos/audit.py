@@ -203,6 +203,7 @@ def audit_batch(
         projecting_left_cancelled=cancelled,
         attempt_duplicate_keys=sum(n - 1 for n in attempt_keys.values()),
         double_calls=sum(n - 1 for n in answered.values()),
+        extra={"answered_twice": [list(k) for k, n in answered.items() if n > 1][:_SHOWN]},
         attempt_rows_by_role=dict(by_role),
         unconfirmed_by_role=dict(Counter(row[1] for row in attempts if row[4] in UNCONFIRMED)),
         requests_by_role=seen,

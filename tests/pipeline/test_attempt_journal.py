@@ -56,6 +56,13 @@ class FakeJournal:
         self.calls.append(f"end {role} {number} {outcome}")
         return True
 
+    def answered(self, run_id: str, *, role: str, cycle: int, input_sha256: str) -> str | None:
+        found = [row["reply"] for (r, ro, c, _), row in sorted(self.rows.items())
+                 if (r, ro, c) == (run_id, role, cycle) and row["outcome"] == "ok"
+                 and row["input_sha256"] == input_sha256 and row.get("reply")]
+        self.calls.append(f"answered {role}")
+        return found[-1] if found else None
+
     def outcomes(self) -> list[str]:
         return [row["outcome"] for row in self.rows.values()]
 
@@ -81,7 +88,7 @@ def test_journal__remote_model_row_written_before_the_request_and_completed_afte
     log = AttemptLog("run-1", journal=journal, start={"verifier": 4})
     _verify(_verifier(Watching().enqueue(tool_reply("submit_verification", GOOD))), log)
     assert seen == [["in_flight"]]
-    assert journal.calls == ["begin verifier 1", "end verifier 1 ok"]
+    assert journal.calls == ["answered verifier", "begin verifier 1", "end verifier 1 ok"]
     row = journal.rows["run-1", "verifier", 0, 1]
     assert row["input_tokens"] == USAGE.input_tokens and row["cost_usd"] > 0
     assert row["latency_ms"] >= 0 and row["error_type"] is None
@@ -185,3 +192,20 @@ def test_journal__on_the_store_rows_complete_and_nothing_is_left_for_the_commit(
     assert log.attempts == []
     assert [(a.attempt_number, a.outcome) for a in log.journaled] == [
         (a.attempt_number, a.outcome) for a in rows]
+
+
+def test_journal__a_redelivered_node_reuses_the_answer_its_dead_copy_got() -> None:
+    """A worker that died after the answer came back, before its node committed, left an ok
+    row with the answer: the node's next copy parses that instead of calling again."""
+    journal = FakeJournal()
+    provider = ScriptedProvider().enqueue(tool_reply("submit_verification", GOOD))
+    first = _verify(_verifier(provider), AttemptLog(run_id="r1", journal=journal))
+    assert journal.outcomes() == ["ok"] and len(provider.requests) == 1
+    again = _verify(_verifier(provider), AttemptLog(run_id="r1", journal=journal))
+    assert again == first
+    assert len(provider.requests) == 1 and journal.outcomes() == ["ok"]  # no request, no row
+    other = AttemptLog(run_id="r1", journal=journal)
+    provider.enqueue(tool_reply("submit_verification", GOOD))
+    call_with_retry(_verifier(provider), role="verifier", payload=PAYLOAD + b" ",
+                    parse=VerifierOutput.model_validate_json, log=other)
+    assert len(provider.requests) == 2  # other bytes: a call of its own

@@ -167,3 +167,15 @@ def test_runs_that_cannot_be_rejudged_say_why_in_one_line(store: RunStore) -> No
     assert "KNOWLEDGE_QUERY" in loaded[knowledge]  # type: ignore[operator]
     assert loaded["gone"] == "the run is no longer stored"
     assert store.load_for_judging([good], tenant_id=B) == {good: "the run is no longer stored"}
+
+
+def test_the_journal_keeps_an_accepted_answer_for_its_exact_input(store: RunStore) -> None:
+    run_id = _finished(store)
+    number = store.begin_attempt(run_id, role="verifier", cycle=0, prompt_name="p",
+                                 prompt_version="5", input_sha256="a" * 64, model="m")
+    assert store.answered(run_id, role="verifier", cycle=0, input_sha256="a" * 64) is None
+    store.end_attempt(run_id, "verifier", 0, number, outcome="ok", reply='{"verdict":"PASS"}')
+    assert store.answered(run_id, role="verifier", cycle=0,
+                          input_sha256="a" * 64) == '{"verdict":"PASS"}'
+    assert store.answered(run_id, role="verifier", cycle=0, input_sha256="b" * 64) is None
+    assert store.answered(run_id, role="composer", cycle=0, input_sha256="a" * 64) is None
