@@ -111,9 +111,13 @@ def test_lease__a_copy_that_lost_its_lease_mid_call_leaves_the_run_to_the_other(
     assert outcome.kind == "leased"
     head = runtime.store.get_run(run_id, tenant_id=TENANT)
     assert (head.status, head.version) == (RunStatus.RUNNING, at_verify.version)
-    # the attempt of the copy that lost is a row; the next copy's attempt numbers follow it
-    runtime.agents.verifier = _Verifier(lambda: None)
+    # the attempt of the copy that lost is a row with its answer: the next copy reuses that
+    # answer (same input bytes) instead of calling the model again
+    second = runtime.agents.verifier = _Verifier(lambda: None)
     assert runtime.run_node(run_id, "verify", at_verify.version).kind == "committed"
+    assert second.calls == 0
     numbers = [a.attempt_number for a in runtime.store.list_attempts(run_id)
                if a.role == "verifier"]
-    assert sorted(numbers) == [1, 2]
+    assert numbers == [1]
+    assert runtime.store.get_run(run_id, tenant_id=TENANT).version > at_verify.version
+
