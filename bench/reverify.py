@@ -173,23 +173,26 @@ def _copy_runs(db_url: str, templates: list[tuple[str, str]], *, total: int) -> 
 
 def _in_process(runtime: Any, templates: list[tuple[str, str]], *, seconds: float
                 ) -> dict[str, Any]:
-    """`verity verify`'s work on the template bundles, one after another, for `seconds`: warm
-    (the facts of texts already read are kept across runs, as in a worker) and cold (that cache
-    cleared before each run: the copies share every text, real runs share fewer)."""
+    """`verity verify`'s work on the exported template bundles, one after another, for
+    `seconds`: each bundle's JSON text is loaded (checked against the input limits) and
+    verified. Warm (the facts of texts already read are kept across runs, as in a worker) and
+    cold (that cache cleared before each run: the copies share every text, real runs fewer)."""
     from pipeline import facts
     from pipeline.factory import offline_agents
-    from pipeline.verification import verify_bundle
+    from pipeline.verification import load_bundle, verify_bundle
 
-    bundles = [runtime.store.to_bundle(run_id, tenant_id=TENANT) for run_id, _ in templates]
+    texts = [runtime.store.to_bundle(run_id, tenant_id=TENANT).model_dump_json()
+             for run_id, _ in templates]
     agents = offline_agents()
     out: dict[str, Any] = {}
     for mode in ("cold", "warm"):
         done, started = 0, time.perf_counter()
         while time.perf_counter() - started < seconds / 2:
-            for bundle in bundles:
+            for text in texts:
                 if mode == "cold":
                     facts.clear_caches()
-                verify_bundle(bundle, verifier=agents.verifier, composer=agents.composer,
+                verify_bundle(load_bundle(text, settings=runtime.settings),
+                              verifier=agents.verifier, composer=agents.composer,
                               settings=runtime.settings)
                 done += 1
         elapsed = time.perf_counter() - started
