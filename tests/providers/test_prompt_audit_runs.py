@@ -15,11 +15,11 @@ from models.common import FallbackType, RunStatus
 from models.fallback import FallbackReason
 from models.run import RunRecord
 from pipeline.config import VeritySettings
-from pipeline.factory import build_runtime, resolve_scenario
+from pipeline.factory import build_runtime
 from pipeline.prompts import load_prompt, prompts_used
 from pipeline.runtime import Runtime
-from pipeline.scenarios import load_scenario
 from tests.providers.claude_like import answer_like_claude
+from tests.providers.test_fake_runs import drive
 
 TENANT = "team-audit"
 
@@ -42,17 +42,7 @@ def _runtime(tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatc
 
 
 def _drive(runtime: Runtime, scenario: str) -> RunRecord:
-    path = resolve_scenario(scenario, None)
-    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path,
-                            tenant_id=TENANT)
-    outcome = runtime.coordinate(run_id, 0)
-    for _ in range(50):
-        if outcome.kind != "committed" or outcome.next is None:
-            break
-        for tool_call_id in outcome.next.tool_call_ids:
-            runtime.run_tool_call(run_id, tool_call_id)
-        outcome = runtime.run_node(run_id, outcome.next.node, outcome.version)
-    return runtime.store.get_run(run_id, tenant_id=TENANT)
+    return runtime.store.get_run(drive(runtime, scenario, tenant_id=TENANT), tenant_id=TENANT)
 
 
 @pytest.mark.parametrize(
