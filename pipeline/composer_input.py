@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from models.common import Verdict
 from models.composer import (
@@ -38,22 +39,9 @@ class Composition:
     withheld_actions: list[WithheldAction]
 
 
-def build_composer_input(
-    *,
-    query: str,
-    verdict: Verdict,
-    claims: Sequence[VerifiedClaim],
-    checks: Sequence[ClaimCheck],
-    gaps: Sequence[EvidenceGap],
-    executor_output: ExecutorEvidenceV2,
-    rationale: str,
-    runbook_steps: Sequence[RunbookStep] = (),
-) -> ComposerInput:
-    """Only what the checks allow (`build_composition` without the withheld actions)."""
-    return build_composition(
-        query=query, verdict=verdict, claims=claims, checks=checks, gaps=gaps,
-        executor_output=executor_output, rationale=rationale, runbook_steps=runbook_steps,
-    ).composer_input
+def build_composer_input(**material: Any) -> ComposerInput:
+    """Only what the checks allow: `build_composition`'s input, without the withheld actions."""
+    return build_composition(**material).composer_input
 
 
 def build_composition(
