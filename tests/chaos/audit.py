@@ -45,6 +45,18 @@ def terminal_markers(events: Sequence[tuple[str, str, Any]]) -> tuple[int, int]:
     return len(marks), late
 
 
+def _failures(status: dict[str, str], trace: dict[str, list[tuple[str, str, Any]]],
+              ) -> list[dict[str, Any]]:
+    """The last failure event (node, kind, payload) of each FAILED run, at most `_SHOWN`."""
+    shown = []
+    for run_id, run_status in sorted(status.items()):
+        if run_status != "FAILED" or len(shown) >= _SHOWN:
+            continue
+        last = next((e for e in reversed(trace[run_id]) if _failure_kind(e[1])), None)
+        shown.append({"run_id": run_id, "event": list(last) if last else None})
+    return shown
+
+
 @dataclass
 class Audit:
     """The figures of one drained batch; `problems()` lists every broken promise."""
@@ -203,7 +215,8 @@ def audit_batch(
         projecting_left_cancelled=cancelled,
         attempt_duplicate_keys=sum(n - 1 for n in attempt_keys.values()),
         double_calls=sum(n - 1 for n in answered.values()),
-        extra={"answered_twice": [list(k) for k, n in answered.items() if n > 1][:_SHOWN]},
+        extra={"answered_twice": [list(k) for k, n in answered.items() if n > 1][:_SHOWN],
+               "failures": _failures(status, trace)},
         attempt_rows_by_role=dict(by_role),
         unconfirmed_by_role=dict(Counter(row[1] for row in attempts if row[4] in UNCONFIRMED)),
         requests_by_role=seen,

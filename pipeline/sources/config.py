@@ -1,0 +1,245 @@
+"""The sources file: named data sources, each a set of backends (TOML).
+
+The file is `$VERITY_CONFIG`, else `$XDG_CONFIG_HOME/verity/config.toml` (default
+`~/.config/verity/config.toml`); without one, only the shipped scenarios exist as sources
+(`scenario:NAME`). Credentials are never in the file: it names the environment variables (or
+files) that hold them.
+
+    [sources.prod.prometheus]
+    url = "https://prometheus.internal:9090"
+    auth = { type = "bearer", token_env = "PROM_TOKEN" }
+    service_selector = 'job="{service}"'
+
+    [sources.prod.loki]
+    url = "https://loki.internal"
+    headers = { "X-Scope-OrgID" = "team-a" }
+
+    [sources.demo]
+    scenario = "checkout-pool-exhaustion"
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipeline.errors import ConfigurationError
+
+SOURCE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+"""A configured source's name: lower-case letters, digits, `-` and `_`, at most 63 chars."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BearerAuth(_Strict):
+    """`Authorization: Bearer <token>`, the token read from `token_env` or `token_file`."""
+
+    type: Literal["bearer"]
+    token_env: str | None = Field(default=None, description="Variable holding the token.")
+    token_file: str | None = Field(
+        default=None, description="File holding the token (e.g. a service-account token).")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> BearerAuth:
+        if (self.token_env is None) == (self.token_file is None):
+            raise ValueError("bearer auth needs exactly one of token_env or token_file")
+        return self
+
+
+class BasicAuth(_Strict):
+    """HTTP basic auth, user and password read from environment variables."""
+
+    type: Literal["basic"]
+    username_env: str = Field(description="Variable holding the user name.")
+    password_env: str = Field(description="Variable holding the password.")
+
+
+Auth = Annotated[BearerAuth | BasicAuth, Field(discriminator="type")]
+
+
+class TLS(_Strict):
+    """TLS options of one backend."""
+
+    verify: bool = Field(default=True, description="Verify the server's certificate.")
+    ca_file: str | None = Field(default=None, description="CA bundle to verify against.")
+    cert_file: str | None = Field(default=None, description="Client certificate (mTLS).")
+    key_file: str | None = Field(default=None, description="Client key (mTLS).")
+
+
+class Backend(_Strict):
+    """What every HTTP backend has: where it is, how long to wait, how to authenticate."""
+
+    url: str = Field(pattern=r"^https?://", description="Base URL, http:// or https://.")
+    timeout_s: float = Field(default=10.0, gt=0, le=300, description="Per-request timeout.")
+    connect_timeout_s: float = Field(default=3.0, gt=0, le=60, description="Connect timeout.")
+    headers: dict[str, str] = Field(default_factory=dict,
+                                    description="Extra headers, e.g. X-Scope-OrgID.")
+    auth: Auth | None = None
+    tls: TLS = Field(default_factory=TLS)
+    max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024,
+                           description="Largest response body read; beyond it the call fails.")
+
+    @field_validator("url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+
+class PrometheusBackend(Backend):
+    """Metrics (`query_range`) and, through the `ALERTS` series and `/api/v1/alerts`, alerts."""
+
+    service_selector: str = Field(
+        default='job="{service}"',
+        description="Label matchers selecting one service's series; {service} is replaced.")
+    service_label: str = Field(
+        default="job", description="The label whose value is the service, on returned series.")
+    step_s: int = Field(default=60, ge=1, le=3600, description="query_range resolution.")
+    units: dict[str, str] = Field(
+        default_factory=dict,
+        description="Unit by metric name; else guessed from the name's suffix (_seconds, ...).")
+    alerts: bool = Field(default=True, description="Answer list_alerts when no Alertmanager.")
+
+
+class AlertmanagerBackend(Backend):
+    """Alerts through the Alertmanager v2 API."""
+
+    service_label: str = Field(default="service", description="Label naming the service.")
+    summary_annotations: tuple[str, ...] = Field(
+        default=("summary", "description"), description="Annotations read as the summary.")
+
+
+class LokiBackend(Backend):
+    """Logs through LogQL `query_range` (lines) and a `count_over_time` query (totals)."""
+
+    service_selector: str = Field(
+        default='{app="{service}"}',
+        description="Stream selector of one service; {service} is replaced.")
+    all_selector: str = Field(default='{app=~".+"}', description="Selector of all services.")
+    service_label: str = Field(default="app", description="Stream label naming the service.")
+    level_label: str = Field(default="level", description="Label (or JSON field) of the level.")
+    pod_label: str = Field(default="pod", description="Stream label naming the pod.")
+    json_lines: bool = Field(
+        default=False, description="Lines are JSON objects: message/level/trace_id fields.")
+
+
+class KubernetesBackend(Backend):
+    """Events and Deployment/ReplicaSet rollout history through the Kubernetes API."""
+
+    namespaces: tuple[str, ...] = Field(
+        default=("default",), description="Namespaces to read; a service's objects live there.")
+    service_selector: str = Field(
+        default="app={service}", description="Label selector of one service's objects.")
+    version_annotation: str | None = Field(
+        default=None, description="Annotation holding the version; default the image tag.")
+    author_annotation: str | None = Field(
+        default=None, description="Annotation naming who deployed.")
+
+
+class RunbookFolder(_Strict):
+    """A folder of Markdown runbooks (front matter: doc_id, title)."""
+
+    path: str = Field(min_length=1, description="Folder of *.md runbooks.")
+
+
+class SourceConfig(_Strict):
+    """One named source: a scenario, or a set of backends."""
+
+    scenario: str | None = Field(
+        default=None, description="A shipped scenario's name or a scenario folder's path.")
+    prometheus: PrometheusBackend | None = None
+    alertmanager: AlertmanagerBackend | None = None
+    loki: LokiBackend | None = None
+    kubernetes: KubernetesBackend | None = None
+    runbooks: RunbookFolder | None = None
+    description: str = Field(default="", description="Shown by `verity sources`.")
+
+    @model_validator(mode="after")
+    def _something(self) -> SourceConfig:
+        backends = [self.prometheus, self.alertmanager, self.loki, self.kubernetes,
+                    self.runbooks]
+        if self.scenario is not None and any(b is not None for b in backends):
+            raise ValueError("a source is either a scenario or a set of backends, not both")
+        if self.scenario is None and all(b is None for b in backends):
+            raise ValueError("a source needs a scenario or at least one backend")
+        return self
+
+
+class VerityConfig(_Strict):
+    """The whole file."""
+
+    sources: dict[str, SourceConfig] = Field(default_factory=dict)
+    default_source: str | None = Field(default=None, description="Used when a run names none.")
+    path: str | None = Field(default=None, description="The file it was read from.")
+
+    @field_validator("sources")
+    @classmethod
+    def _names(cls, value: dict[str, SourceConfig]) -> dict[str, SourceConfig]:
+        for name in value:
+            if not SOURCE_NAME.match(name):
+                raise ValueError(f"source name {name!r} is not lower-case letters, digits, - _")
+        return value
+
+    @model_validator(mode="after")
+    def _default_exists(self) -> VerityConfig:
+        if self.default_source is not None and self.default_source not in self.sources \
+                and not self.default_source.startswith("scenario:"):
+            raise ValueError(f"default_source {self.default_source!r} is not a configured source")
+        return self
+
+
+def config_path() -> Path:
+    """`$VERITY_CONFIG`, else `$XDG_CONFIG_HOME/verity/config.toml`."""
+    explicit = os.environ.get("VERITY_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "verity" / "config.toml"
+
+
+def load_config(path: str | Path | None = None) -> VerityConfig:
+    """The sources file at `path` (default `config_path()`); an empty config when the default
+    file does not exist. ConfigurationError (one line) for a file that is named but missing,
+    is not TOML, or does not match the schema."""
+    explicit = path is not None or bool(os.environ.get("VERITY_CONFIG"))
+    file = Path(path).expanduser() if path is not None else config_path()
+    if not file.is_file():
+        if explicit:
+            raise ConfigurationError(f"sources file {file} does not exist")
+        return VerityConfig()
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"sources file {file} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"sources file {file} is not TOML: {exc}") from None
+    try:
+        return VerityConfig.model_validate({**raw, "path": str(file)})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigurationError(f"sources file {file}: {where}: {first['msg']}") from None
+
+
+__all__ = [
+    "SOURCE_NAME",
+    "AlertmanagerBackend",
+    "Backend",
+    "BasicAuth",
+    "BearerAuth",
+    "KubernetesBackend",
+    "LokiBackend",
+    "PrometheusBackend",
+    "RunbookFolder",
+    "SourceConfig",
+    "TLS",
+    "VerityConfig",
+    "config_path",
+    "load_config",
+]

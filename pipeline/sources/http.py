@@ -1,0 +1,174 @@
+"""One HTTP client per backend (httpx): auth from the environment, TLS, headers, timeouts, a
+byte bound on every body, and every failure as a one-line `SourceError` without credentials.
+
+    client = BackendClient("prod", "prometheus", config)
+    body, size = client.get_json("/api/v1/query_range", {"query": "up", ...})
+    client.query_text("/api/v1/query_range", params)   # 'GET /api/v1/query_range?query=up&...'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+from collections.abc import Generator, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+
+from pipeline.sources.base import SourceError
+from pipeline.sources.config import Backend, BasicAuth, BearerAuth
+
+REASON_CHARS = 200
+
+
+class BackendClient:
+    """GET requests to one backend of one source."""
+
+    def __init__(self, source: str, backend: str, config: Backend,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.source = source
+        self.backend = backend
+        self.config = config
+        self._secrets: list[str] = []
+        self._client = httpx.Client(
+            base_url=config.url,
+            headers={"User-Agent": "verity", **config.headers},
+            auth=self._auth(config),
+            timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
+            verify=self._verify(config),
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    @property
+    def label(self) -> str:
+        """`prod/prometheus`: how errors name this backend."""
+        return f"{self.source}/{self.backend}"
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    @staticmethod
+    def query_text(path: str, params: Mapping[str, Any] | None = None) -> str:
+        """The request as a scope records it: `GET /path?a=1&b=2` (parameters in order)."""
+        return f"GET {path}" + (f"?{urlencode(list(params.items()))}" if params else "")
+
+    def get_json(self, path: str, params: Mapping[str, Any] | None = None,
+                 *, max_bytes: int | None = None) -> tuple[Any, int]:
+        """The decoded JSON body of a GET and its size in bytes; SourceError for anything
+        else (connection, timeout, 401/403, other non-2xx, more than `max_bytes`, not JSON)."""
+        with self.stream(path, params) as response:
+            raw = self._read_bounded(response, max_bytes or self.config.max_bytes)
+        try:
+            return json.loads(raw), len(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise self.error("answered something that is not JSON") from None
+
+    @contextmanager
+    def stream(self, path: str, params: Mapping[str, Any] | None = None
+               ) -> Iterator[httpx.Response]:
+        """A streamed GET whose status has been checked (SourceError unless 2xx)."""
+        try:
+            with self._client.stream("GET", path, params=params) as response:
+                if response.status_code in (401, 403):
+                    raise self.error(f"refused the credentials (HTTP {response.status_code})")
+                if not 200 <= response.status_code < 300:
+                    raise self.error(f"answered HTTP {response.status_code}"
+                                     + self._error_detail(response))
+                yield response
+        except SourceError:
+            raise
+        except httpx.TimeoutException:
+            raise self.error(f"timed out after {self.config.timeout_s:g} s") from None
+        except httpx.ConnectError as exc:
+            raise self.error(f"unreachable: {self._clean(str(exc)) or 'connection failed'}"
+                             ) from None
+        except httpx.HTTPError as exc:
+            raise self.error(f"request failed: {type(exc).__name__}: {self._clean(str(exc))}"
+                             ) from None
+
+    def error(self, reason: str) -> SourceError:
+        """A SourceError naming this backend, one line, secrets removed."""
+        return SourceError(f"{self.label} {self._clean(reason)}")
+
+    def _read_bounded(self, response: httpx.Response, limit: int) -> bytes:
+        chunks, size = [], 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise self.error(f"answered more than {limit} bytes (the bound)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _error_detail(self, response: httpx.Response) -> str:
+        try:
+            text = response.read()[:2000].decode("utf-8", "replace")
+            body = json.loads(text)
+            message = body.get("error") or body.get("message") if isinstance(body, dict) else None
+        except (ValueError, httpx.HTTPError):
+            message = None
+        return f": {self._clean(str(message))}" if message else ""
+
+    def _clean(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        line = " ".join(text.split())
+        return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"
+
+    def _auth(self, config: Backend) -> httpx.Auth | None:
+        auth = config.auth
+        if auth is None:
+            return None
+        if isinstance(auth, BasicAuth):
+            user, password = self._env(auth.username_env), self._env(auth.password_env)
+            self._secrets.append(password)
+            return httpx.BasicAuth(user, password)
+        assert isinstance(auth, BearerAuth)
+        token = self._env(auth.token_env) if auth.token_env else self._file(auth.token_file)
+        self._secrets.append(token)
+        return _Bearer(token)
+
+    def _env(self, name: str | None) -> str:
+        value = os.environ.get(name or "")
+        if not value:
+            raise self.error(f"needs the environment variable {name}, which is not set")
+        return value
+
+    def _file(self, name: str | None) -> str:
+        try:
+            return Path(name or "").read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise self.error(f"cannot read its token file {name}: {exc.strerror}") from None
+
+    def _verify(self, config: Backend) -> bool | ssl.SSLContext:
+        tls = config.tls
+        if not tls.verify and not tls.cert_file:
+            return False
+        try:
+            context = ssl.create_default_context(cafile=tls.ca_file)
+            if not tls.verify:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            if tls.cert_file:
+                context.load_cert_chain(tls.cert_file, tls.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise self.error(f"cannot load its TLS files: {exc}") from None
+        return context
+
+
+class _Bearer(httpx.Auth):
+    def __init__(self, token: str) -> None:
+        self._header = f"Bearer {token}"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self._header
+        yield request
+
+
+__all__ = ["BackendClient"]
