@@ -234,10 +234,16 @@ class BatchStore:
         out: dict[str, tuple[RunRecord, RunBundle] | str] = {}
         if not run_ids:
             return out
+        # The working state can be large; a re-judgement needs only its retry context.
+        retry = DiagnosisRunRow.state["pipeline"]["retry_context"]
         with self._read() as session:
-            runs = {row.run_id: row for row in session.scalars(
-                select(DiagnosisRunRow).where(DiagnosisRunRow.run_id.in_(run_ids),
-                                              DiagnosisRunRow.tenant_id == tenant_id))}
+            rows = session.execute(
+                select(DiagnosisRunRow, retry).options(defer(DiagnosisRunRow.state))
+                .where(DiagnosisRunRow.run_id.in_(run_ids),
+                       DiagnosisRunRow.tenant_id == tenant_id))
+            runs, contexts = {}, {}
+            for row, context in rows:
+                runs[row.run_id], contexts[row.run_id] = row, context
             invocations: dict[str, list[Any]] = {run_id: [] for run_id in runs}
             for call in session.scalars(
                     select(ToolInvocationRow).where(ToolInvocationRow.run_id.in_(list(runs)))
@@ -247,7 +253,7 @@ class BatchStore:
             for run_id in run_ids:
                 run = runs.get(run_id)
                 out[run_id] = ("the run is no longer stored" if run is None
-                               else _judgeable(run, invocations[run_id]))
+                               else _judgeable(run, invocations[run_id], contexts[run_id]))
         return out
 
     def record_items(
@@ -260,18 +266,25 @@ class BatchStore:
         landed: set[str] = set()
         done = failed = 0
         with self._write() as session:
-            for result in results:
-                stmt = (update(ReverifyItemRow)
-                        .where(ReverifyItemRow.batch_id == batch_id,
-                               ReverifyItemRow.seq == result.seq,
-                               ReverifyItemRow.status == ItemStatus.PENDING.value)
-                        .values(**_item_values(result), finished_at=now))
-                if _rowcount(session.execute(stmt)) == 1:
-                    landed.add(result.run_id)
-                    if result.status is ItemStatus.DONE:
-                        done += 1
-                    else:
-                        failed += 1
+            # The items still PENDING, locked until commit (SQLite's writer lock does the
+            # same); one UPDATE statement sent for all of them (psycopg pipelines executemany).
+            pending = set(session.scalars(
+                select(ReverifyItemRow.seq)
+                .where(ReverifyItemRow.batch_id == batch_id,
+                       ReverifyItemRow.seq.in_([r.seq for r in results]),
+                       ReverifyItemRow.status == ItemStatus.PENDING.value)
+                .with_for_update()))
+            fresh = [r for r in results if r.seq in pending]
+            if fresh:
+                session.execute(update(ReverifyItemRow), [
+                    {"batch_id": batch_id, "seq": r.seq, **_item_values(r), "finished_at": now}
+                    for r in fresh])
+            for result in fresh:
+                landed.add(result.run_id)
+                if result.status is ItemStatus.DONE:
+                    done += 1
+                else:
+                    failed += 1
             rows = [{**a.model_dump(exclude={"created_at"}), "batch_id": batch_id,
                      "created_at": _as_utc(a.created_at)}
                     for a in attempts if a.run_id in landed]
@@ -341,16 +354,16 @@ def _selected(tenant_id: str, selection: Selection, *, terminal_only: bool, audi
     return stmt.order_by(DiagnosisRunRow.created_at.desc(), DiagnosisRunRow.run_id.desc())
 
 
-def _judgeable(row: DiagnosisRunRow, invocations: list[Any]) -> tuple[RunRecord, RunBundle] | str:
-    """The run and its bundle, or why it cannot be re-judged (one line)."""
+def _judgeable(row: DiagnosisRunRow, invocations: list[Any], retry: Any
+               ) -> tuple[RunRecord, RunBundle] | str:
+    """The run and its bundle (`retry`: its stored retry context, if any), or why it cannot be
+    re-judged (one line)."""
     if row.intent != Intent.DIAGNOSIS.value:
         return f"a {row.intent} run has no claims to re-verify"
     if row.executor_output_raw is None:
         return f"the run has no stored Executor output (it ended {row.status} before it)"
     try:
         record = _record(row)
-        pipeline = (row.state or {}).get("pipeline") or {}
-        retry = pipeline.get("retry_context")
         bundle = RunBundle(
             run_id=row.run_id, session_id=row.session_id, query=row.query,
             intent=Intent(row.intent), invocations=[_invocation(i) for i in invocations],
