@@ -131,6 +131,10 @@ class BackendClient:
                 yield response
         except SourceError:
             raise
+        except httpx.ConnectTimeout:
+            raise self.error(f"unreachable: no connection within "
+                             f"{self.config.connect_timeout_s:g} s",
+                             kind=BackendUnreachableError) from None
         except httpx.TimeoutException:
             raise self.error(f"timed out after {self.config.timeout_s:g} s") from None
         except httpx.ConnectError as exc:
