@@ -1,6 +1,7 @@
 """The real Prometheus and Alertmanager servers, started once per session (tests/sources/
 prom_harness.py); a local HTTP server that answers faults. Missing binaries skip the tests that
-need them, and fail them under CI (`CI=true`)."""
+need them, and fail them under CI (`CI=true`). Every test that uses the servers is marked
+`prometheus` here (`-m "not prometheus"` leaves them out)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ import pytest
 
 from tests.sources.fault_server import FaultServer
 from tests.sources.prom_harness import HarnessError, PromStack, missing_binaries, service_missing
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "prom_stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.prometheus)
 
 
 @pytest.fixture(scope="session")

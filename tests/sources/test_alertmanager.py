@@ -16,7 +16,6 @@ from pipeline.sources.prometheus import Prometheus
 from pipeline.tools.records import Alert
 from tests.sources.prom_harness import SCENARIOS, STEP_S, PromStack
 
-pytestmark = pytest.mark.prometheus
 STEP = timedelta(seconds=STEP_S)
 
 

@@ -18,7 +18,6 @@ from pipeline.sources.prometheus import Prometheus, guess_unit
 from pipeline.tools.records import Alert, MetricSeries
 from tests.sources.prom_harness import SCENARIOS, STEP_S, PromStack
 
-pytestmark = pytest.mark.prometheus
 STEP = timedelta(seconds=STEP_S)
 
 
