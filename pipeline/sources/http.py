@@ -165,10 +165,15 @@ class BackendClient:
                 if len(head) >= ERROR_BODY_BYTES:
                     break
             body = json.loads(head[:ERROR_BODY_BYTES].decode("utf-8", "replace"))
-            message = body.get("error") or body.get("message") if isinstance(body, dict) else None
+            if not isinstance(body, dict):
+                return ""
+            message = body.get("error") or body.get("message")
+            kind = body.get("errorType")  # Prometheus and Loki name the error's class
         except (ValueError, httpx.HTTPError):
-            message = None
-        return f": {self._clean(str(message))}" if message else ""
+            return ""
+        if not message:
+            return ""
+        return f": {self._clean(f'{kind}: {message}' if kind else str(message))}"
 
     def _clean(self, text: str) -> str:
         for secret in self._secrets:

@@ -45,7 +45,7 @@ CALLS: dict[str, Call] = {
 }
 FAULTS = {
     "401": ("refused the credentials (HTTP 401)", BackendAuthError),
-    "500": ("answered HTTP 500: boom, you sent Bearer ***", SourceError),
+    "500": ("answered HTTP 500: internal: boom, you sent Bearer ***", SourceError),
     "sleep": ("timed out after 0.3 s", SourceError),
     "big": ("answered more than 1024 bytes (the bound)", SourceError),
     "malformed": ("answered something that is not JSON", SourceError),

@@ -200,7 +200,7 @@ def test_query_metrics__a_bad_selector_is_prometheus_s_own_error(
     with pytest.raises(SourceError) as err:
         backend.query_metrics(MetricQuery(now - STEP, now, service="checkout-service"))
     message = str(err.value)
-    assert message.startswith("test/prometheus answered HTTP 400: ")
+    assert message.startswith("test/prometheus answered HTTP 400: bad_data: ")
     assert "missing closing )" in message and "\n" not in message
 
 
