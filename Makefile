@@ -37,3 +37,4 @@ bench: $(STAMP) services
 	$(BIN)/python bench/llm_concurrency.py
 	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/grounding.py
+	$(BIN)/python bench/sources.py

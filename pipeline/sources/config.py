@@ -105,6 +105,8 @@ class PrometheusBackend(Backend):
         default_factory=dict,
         description="Unit by metric name; else guessed from the name's suffix (_seconds, ...).")
     alerts: bool = Field(default=True, description="Answer list_alerts when no Alertmanager.")
+    summary_annotations: tuple[str, ...] = Field(
+        default=("summary", "description"), description="Annotations read as the summary.")
 
 
 class AlertmanagerBackend(Backend):

@@ -4,25 +4,48 @@ byte bound on every body, and every failure as a one-line `SourceError` without 
     client = BackendClient("prod", "prometheus", config)
     body, size = client.get_json("/api/v1/query_range", {"query": "up", ...})
     client.query_text("/api/v1/query_range", params)   # 'GET /api/v1/query_range?query=up&...'
+    client.probe("/api/v1/status/buildinfo", lambda body: body["data"]["version"])
+
+Two failures have their own type, so that `verity sources check` can tell them apart without
+reading messages:
+
+    SourceError
+    ├── BackendUnreachableError   connection refused, DNS, TLS handshake: nothing answered
+    └── BackendAuthError          HTTP 401 or 403: it answered and refused the credentials
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import ssl
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import httpx
 
-from pipeline.sources.base import SourceError
+from pipeline.sources.base import BackendStatus, SourceError
 from pipeline.sources.config import Backend, BasicAuth, BearerAuth
 
 REASON_CHARS = 200
+ERROR_BODY_BYTES = 2000
+"""How much of a non-2xx body is read for its error message."""
+
+# Kept readable in recorded query texts (PromQL/LogQL punctuation); `&`, `#`, `%`, `+` and
+# spaces are still escaped, so the text stays one unambiguous URL a reader can rerun.
+_READABLE = '{}[]()"=~!,:*^$|?/@.<>\\'
+
+
+class BackendUnreachableError(SourceError):
+    """Nothing answered: connection refused, name not resolved, TLS handshake failed."""
+
+
+class BackendAuthError(SourceError):
+    """The backend answered 401 or 403: the credentials are missing or refused."""
 
 
 class BackendClient:
@@ -55,8 +78,32 @@ class BackendClient:
 
     @staticmethod
     def query_text(path: str, params: Mapping[str, Any] | None = None) -> str:
-        """The request as a scope records it: `GET /path?a=1&b=2` (parameters in order)."""
-        return f"GET {path}" + (f"?{urlencode(list(params.items()))}" if params else "")
+        """The request as a scope records it: `GET /path?a=1&b=2` (parameters in order, a
+        list value repeated), query languages' punctuation left readable."""
+        if not params:
+            return f"GET {path}"
+        return f"GET {path}?" + urlencode(list(params.items()), doseq=True, safe=_READABLE,
+                                          quote_via=quote)
+
+    def probe(self, path: str, version: Callable[[Any], object]) -> BackendStatus:
+        """One `verity sources check` line: GET `path`, the version read from its JSON body by
+        `version` (None when it is not there). Never raises for the backend's faults."""
+        status = BackendStatus(source=self.source, backend=self.backend, url=self.config.url,
+                               reachable=False)
+        try:
+            body, _ = self.get_json(path)
+        except BackendUnreachableError as exc:
+            return _replace(status, detail=str(exc))
+        except BackendAuthError as exc:
+            return _replace(status, reachable=True, auth_ok=False, detail=str(exc))
+        except SourceError as exc:
+            return _replace(status, reachable=True, detail=str(exc))
+        try:
+            found = version(body)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            found = None
+        return _replace(status, reachable=True, auth_ok=True,
+                        version=str(found) if found is not None else None)
 
     def get_json(self, path: str, params: Mapping[str, Any] | None = None,
                  *, max_bytes: int | None = None) -> tuple[Any, int]:
@@ -76,25 +123,30 @@ class BackendClient:
         try:
             with self._client.stream("GET", path, params=params) as response:
                 if response.status_code in (401, 403):
-                    raise self.error(f"refused the credentials (HTTP {response.status_code})")
+                    raise self.error(f"refused the credentials (HTTP {response.status_code})",
+                                     kind=BackendAuthError)
                 if not 200 <= response.status_code < 300:
                     raise self.error(f"answered HTTP {response.status_code}"
                                      + self._error_detail(response))
                 yield response
         except SourceError:
             raise
+        except httpx.ConnectTimeout:
+            raise self.error(f"unreachable: no connection within "
+                             f"{self.config.connect_timeout_s:g} s",
+                             kind=BackendUnreachableError) from None
         except httpx.TimeoutException:
             raise self.error(f"timed out after {self.config.timeout_s:g} s") from None
         except httpx.ConnectError as exc:
-            raise self.error(f"unreachable: {self._clean(str(exc)) or 'connection failed'}"
-                             ) from None
+            raise self.error(f"unreachable: {self._clean(str(exc)) or 'connection failed'}",
+                             kind=BackendUnreachableError) from None
         except httpx.HTTPError as exc:
             raise self.error(f"request failed: {type(exc).__name__}: {self._clean(str(exc))}"
                              ) from None
 
-    def error(self, reason: str) -> SourceError:
-        """A SourceError naming this backend, one line, secrets removed."""
-        return SourceError(f"{self.label} {self._clean(reason)}")
+    def error(self, reason: str, *, kind: type[SourceError] = SourceError) -> SourceError:
+        """A SourceError (or `kind`) naming this backend, one line, secrets removed."""
+        return kind(f"{self.label} {self._clean(reason)}")
 
     def _read_bounded(self, response: httpx.Response, limit: int) -> bytes:
         chunks, size = [], 0
@@ -107,12 +159,21 @@ class BackendClient:
 
     def _error_detail(self, response: httpx.Response) -> str:
         try:
-            text = response.read()[:2000].decode("utf-8", "replace")
-            body = json.loads(text)
-            message = body.get("error") or body.get("message") if isinstance(body, dict) else None
+            head = b""
+            for chunk in response.iter_bytes():  # a huge error page is not read whole
+                head += chunk
+                if len(head) >= ERROR_BODY_BYTES:
+                    break
+            body = json.loads(head[:ERROR_BODY_BYTES].decode("utf-8", "replace"))
+            if not isinstance(body, dict):
+                return ""
+            message = body.get("error") or body.get("message")
+            kind = body.get("errorType")  # Prometheus and Loki name the error's class
         except (ValueError, httpx.HTTPError):
-            message = None
-        return f": {self._clean(str(message))}" if message else ""
+            return ""
+        if not message:
+            return ""
+        return f": {self._clean(f'{kind}: {message}' if kind else str(message))}"
 
     def _clean(self, text: str) -> str:
         for secret in self._secrets:
@@ -162,6 +223,10 @@ class BackendClient:
         return context
 
 
+def _replace(status: BackendStatus, **changes: Any) -> BackendStatus:
+    return dataclasses.replace(status, **changes)
+
+
 class _Bearer(httpx.Auth):
     def __init__(self, token: str) -> None:
         self._header = f"Bearer {token}"
@@ -171,4 +236,4 @@ class _Bearer(httpx.Auth):
         yield request
 
 
-__all__ = ["BackendClient"]
+__all__ = ["BackendAuthError", "BackendClient", "BackendUnreachableError"]

@@ -1,0 +1,193 @@
+"""Sources benchmark: the tools' queries against real Prometheus and Alertmanager servers.
+
+Starts the servers of the sources tests (tests/sources/prom_harness.py) with one shipped
+scenario, then per tool backed by them times `--calls` calls (after a few warm-up calls) and
+compares the bytes read off the wire (`Fetched.fetched_bytes`) with the bytes the tool stores:
+the JSON of the tool's result computed by today's tool code from the fetched records
+(`stored_bytes`), and, for reference, the JSON of the mapped records themselves
+(`records_bytes`). Prints one JSON object.
+
+    python bench/sources.py [--calls 50] [--scenario checkout-pool-exhaustion]
+
+A `query_metrics` call is what the tool asks: the window (the default two hours before the
+scenario's `now`) and the baseline window before it, two `query_range` requests. A
+`list_alerts` call is one backend's answer for the window. Each backend has one function
+(`bench_prometheus`, `bench_alertmanager`, `bench_loki`); `bench_loki` is the hook for the log
+backend's figures (memory of a query matching 1,000,000 lines) and answers null until then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.sources.alertmanager import Alertmanager  # noqa: E402
+from pipeline.sources.base import AlertQuery, Fetched, MetricQuery  # noqa: E402
+from pipeline.sources.prometheus import Prometheus  # noqa: E402
+from pipeline.tools.changes import ListAlertsArgs, list_alerts  # noqa: E402
+from pipeline.tools.metrics import QueryMetricsArgs, query_metrics  # noqa: E402
+from pipeline.tools.records import Alert, MetricSeries, iso  # noqa: E402
+from tests.sources.prom_harness import PromStack  # noqa: E402
+
+WARMUP = 3
+LOOKBACK = timedelta(hours=2)
+
+
+@dataclass
+class _Fetchedsource:
+    """What the tools read today (an IncidentSource), answered from fetched records."""
+
+    now: datetime
+    series: Sequence[MetricSeries] = ()
+    alert_list: Sequence[Alert] = ()
+
+    def metric_series(self, service: str | None = None) -> Sequence[MetricSeries]:
+        return [s for s in self.series if service is None or s.service == service]
+
+    def alerts(self) -> Sequence[Alert]:
+        return self.alert_list
+
+
+def _timed(calls: int, call: Callable[[], list[Fetched[Any]]]) -> tuple[list[float],
+                                                                         list[Fetched[Any]]]:
+    for _ in range(WARMUP):
+        call()
+    latencies, last = [], []
+    for _ in range(calls):
+        began = time.perf_counter()
+        last = call()
+        latencies.append((time.perf_counter() - began) * 1000)
+    return latencies, last
+
+
+def _latency(ms: list[float]) -> dict[str, float]:
+    ordered = sorted(ms)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"p50_ms": round(statistics.median(ordered), 3), "p95_ms": round(p95, 3),
+            "max_ms": round(ordered[-1], 3)}
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), default=str).encode())
+
+
+def _merge(parts: Sequence[Fetched[MetricSeries]]) -> list[MetricSeries]:
+    merged: dict[tuple[str, str], MetricSeries] = {}
+    for part in parts:
+        for one in part.items:
+            into = merged.setdefault((one.service, one.metric),
+                                     MetricSeries(one.service, one.metric, one.unit))
+            into.times += one.times
+            into.values += one.values
+    for one in merged.values():
+        order = sorted(range(len(one.times)), key=one.times.__getitem__)
+        one.times = [one.times[i] for i in order]
+        one.values = [one.values[i] for i in order]
+    return list(merged.values())
+
+
+def _figures(latencies: list[float], fetched: list[Fetched[Any]], records: Any,
+             stored: dict[str, Any]) -> dict[str, Any]:
+    wire = sum(f.fetched_bytes for f in fetched)
+    stored_bytes = _size(stored)
+    return {**_latency(latencies), "requests_per_call": sum(len(f.queries) for f in fetched),
+            "fetched_bytes": wire, "records_bytes": _size(records),
+            "stored_bytes": stored_bytes,
+            "stored_over_fetched": round(stored_bytes / wire, 4) if wire else None,
+            "queries": [q for f in fetched for q in f.queries]}
+
+
+def bench_prometheus(stack: PromStack, scenario: str, calls: int) -> dict[str, Any]:
+    """query_metrics (window + baseline) and list_alerts (ALERTS history) on Prometheus."""
+    data = stack.scenarios[scenario]
+    service, now = data.meta.service, data.now
+    backend = Prometheus("bench", stack.prometheus_config())
+    try:
+        def metrics() -> list[Fetched[Any]]:
+            return [backend.query_metrics(MetricQuery(now - LOOKBACK, now, service=service)),
+                    backend.query_metrics(MetricQuery(now - 2 * LOOKBACK, now - LOOKBACK,
+                                                      service=service))]
+
+        def alerts() -> list[Fetched[Any]]:
+            return [backend.list_alerts(AlertQuery(now - LOOKBACK, now))]
+
+        m_ms, m_fetched = _timed(calls, metrics)
+        series = _merge(m_fetched)
+        m_tool = query_metrics(_Fetchedsource(now, series=series),
+                               QueryMetricsArgs(service=service))
+        a_ms, a_fetched = _timed(calls, alerts)
+        a_tool = list_alerts(_Fetchedsource(now, alert_list=a_fetched[0].items),
+                             ListAlertsArgs())
+        return {
+            "version": backend.check().version,
+            "query_metrics": _figures(m_ms, m_fetched, [_series_json(s) for s in series],
+                                      m_tool.result),
+            "list_alerts": _figures(a_ms, a_fetched, [a.model_dump(mode="json")
+                                                      for a in a_fetched[0].items],
+                                    a_tool.result),
+        }
+    finally:
+        backend.close()
+
+
+def bench_alertmanager(stack: PromStack, scenario: str, calls: int) -> dict[str, Any]:
+    """list_alerts on Alertmanager's v2 API."""
+    now = stack.scenarios[scenario].now
+    backend = Alertmanager("bench", stack.alertmanager_config(scenario))
+    try:
+        ms, fetched = _timed(calls, lambda: [backend.list_alerts(AlertQuery(now - LOOKBACK,
+                                                                            now))])
+        tool = list_alerts(_Fetchedsource(now, alert_list=fetched[0].items), ListAlertsArgs())
+        return {"version": backend.check().version,
+                "list_alerts": _figures(ms, fetched, [a.model_dump(mode="json")
+                                                      for a in fetched[0].items], tool.result)}
+    finally:
+        backend.close()
+
+
+def bench_loki(calls: int) -> dict[str, Any] | None:
+    """Hook for the Loki backend: latency of search_logs against its replay server and the
+    peak memory of a query matching 1,000,000 lines (the source streams and stops at the
+    limit). None until the Loki backend fills it in."""
+    del calls
+    return None
+
+
+def _series_json(series: MetricSeries) -> dict[str, Any]:
+    one = asdict(series)
+    one["times"] = [iso(t) for t in series.times]
+    return one
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--scenario", default="checkout-pool-exhaustion")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    with PromStack.start([args.scenario]) as stack:
+        started_s = time.perf_counter() - began
+        report = {
+            "scenario": args.scenario, "calls": args.calls, "warmup": WARMUP,
+            "servers_start_s": round(started_s, 2),
+            "prometheus": bench_prometheus(stack, args.scenario, args.calls),
+            "alertmanager": bench_alertmanager(stack, args.scenario, args.calls),
+            "loki": bench_loki(args.calls),
+        }
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Alertmanager: the alerts it holds now, through its v2 API.
+
+    am = Alertmanager("prod", config)
+    am.list_alerts(AlertQuery(start, end, service="checkout"))
+    #   GET /api/v2/alerts?active=true&silenced=true&inhibited=true&unprocessed=true
+    #       &filter=service="checkout"
+
+Every alert Alertmanager holds is asked for, silenced, inhibited and not yet processed ones
+included (a silenced alert still fired), narrowed by a `filter` label matcher on
+`service_label` when the query names a service. Each becomes one `Alert`: name the `alertname`
+label, service the `service_label` label, severity the `severity` label, summary the first of
+`summary_annotations` that is set. It is `resolved` (at `endsAt`) when `endsAt` lies at or
+before both the window's end and the time of the call, else `firing`. Only alerts active at
+some time in the window are kept, by start then name, at most `MAX_ALERTS`.
+
+The v2 API drops resolved alerts: `GET /api/v2/alerts` leaves out every alert whose `endsAt`
+has passed, even while Alertmanager still holds it, so this backend only ever sees what fires
+at the time of the call (every alert it returns is `firing`). The history of resolved alerts
+comes from Prometheus's `ALERTS` series (`pipeline.sources.prometheus`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
+
+from pipeline.sources.base import AlertQuery, BackendStatus, Fetched
+from pipeline.sources.config import AlertmanagerBackend
+from pipeline.sources.http import BackendClient
+from pipeline.sources.prometheus import SERVICE_NAME
+from pipeline.tools.records import Alert
+
+MAX_ALERTS = 500
+"""Alerts returned per query; `total` says how many were active in the window."""
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _GettableAlert(_Wire):
+    labels: dict[str, str]
+    annotations: dict[str, str] = {}
+    startsAt: AwareDatetime  # noqa: N815 - the wire's name
+    endsAt: AwareDatetime | None = None  # noqa: N815
+
+
+class _Alerts(_Wire):
+    alerts: list[_GettableAlert]
+
+
+class Alertmanager:
+    """The Alertmanager backend of one source."""
+
+    def __init__(self, source: str, config: AlertmanagerBackend,
+                 transport: httpx.BaseTransport | None = None,
+                 *, clock: Callable[[], datetime] | None = None) -> None:
+        self.config = config
+        self.client = BackendClient(source, "alertmanager", config, transport)
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def list_alerts(self, q: AlertQuery) -> Fetched[Alert]:
+        """Alerts of the service active in the window, by start then name."""
+        path, params = "/api/v2/alerts", self._params(q.service)
+        body, size = self.client.get_json(path, params)
+        try:
+            wire = _Alerts.model_validate({"alerts": body})
+        except ValidationError:
+            raise self.client.error("answered /api/v2/alerts in an unknown shape") from None
+        cutoff = min(q.end, self._clock())
+        alerts = [self._alert(raw, cutoff, q.service) for raw in wire.alerts]
+        alerts = sorted(
+            (a for a in alerts
+             if a.starts_at <= q.end and (a.ends_at is None or a.ends_at >= q.start)
+             and q.state in ("any", a.state)),
+            key=lambda a: (a.starts_at, a.name))
+        return Fetched(items=alerts[:MAX_ALERTS], total=len(alerts),
+                       queries=(self.client.query_text(path, params),), fetched_bytes=size)
+
+    def check(self) -> BackendStatus:
+        """Reachable, version (`/api/v2/status`), credentials accepted."""
+        return self.client.probe("/api/v2/status", _version)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.client.close()
+
+    def _params(self, service: str | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"active": "true", "silenced": "true", "inhibited": "true",
+                                  "unprocessed": "true"}
+        if service is not None:
+            if not SERVICE_NAME.match(service):
+                raise self.client.error(f"cannot select service {service[:60]!r}: a service "
+                                        "name is letters, digits and . _ : / @ -")
+            params["filter"] = [f'{self.config.service_label}="{service}"']
+        return params
+
+    def _alert(self, raw: _GettableAlert, cutoff: datetime, service: str | None) -> Alert:
+        # Go's zero time (year 1) on the wire means "no end known".
+        ends = raw.endsAt if raw.endsAt is not None and raw.endsAt.year > 1970 else None
+        ended = ends is not None and ends <= cutoff
+        return Alert(
+            name=raw.labels.get("alertname") or "unknown",
+            service=raw.labels.get(self.config.service_label) or service or "unknown",
+            severity=raw.labels.get("severity", "unknown"),
+            state="resolved" if ended else "firing",
+            starts_at=raw.startsAt,
+            ends_at=ends if ended else None,
+            summary=self._summary(raw.annotations))
+
+    def _summary(self, annotations: Mapping[str, str]) -> str:
+        for key in self.config.summary_annotations:
+            if annotations.get(key):
+                return " ".join(annotations[key].split())
+        return ""
+
+
+def _version(body: Any) -> object:
+    return body["versionInfo"]["version"]
+
+
+__all__ = ["MAX_ALERTS", "Alertmanager"]
