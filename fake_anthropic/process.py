@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import select
 import subprocess
 import sys
@@ -21,8 +20,6 @@ from urllib.parse import quote, urlsplit
 
 from fake_anthropic.server import FaultQueueing, as_replies
 from fake_anthropic.tokens import JSON
-
-_PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
 
 
 class FakeControlError(RuntimeError):
@@ -183,9 +180,8 @@ def _read_url(process: subprocess.Popen[str], timeout: float) -> str:
 
 def spawn(*, startup_timeout: float = 10.0, **settings: Any) -> SpawnedFake:
     """Start `python -m fake_anthropic` and wait for its address (see `command` for settings)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_PARENT, env.get("PYTHONPATH")]))
-    process = subprocess.Popen(command(**settings), stdout=subprocess.PIPE, text=True, env=env)
+    # The child imports fake_anthropic the way this process did: it is installed with Verity.
+    process = subprocess.Popen(command(**settings), stdout=subprocess.PIPE, text=True)
     try:
         return SpawnedFake(process, _read_url(process, startup_timeout))
     except BaseException:

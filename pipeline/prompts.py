@@ -12,17 +12,17 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 from models.evaluation import PromptAudit, PromptRef, PromptUse
 from models.run import LlmAttempt
+from pipeline.package_data import package_files
 
 CATALOG_VERSION = "verity.prompts.2026-12-01"
 ROLES = ("planner", "executor", "verifier", "composer")
 """The catalog's roles (the spec's four)."""
 PROMPT_ROLES = (*ROLES, "knowledge")
 """Every role with a prompt file."""
-_DIR = Path(__file__).with_name("prompt_files")
+_DIR = package_files("pipeline") / "prompt_files"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from models.common import Intent, Verdict
 from pipeline.errors import InputError
+from pipeline.package_data import SCENARIOS_PACKAGE, package_folder
 from pipeline.tools.records import (
     Alert,
     Deployment,
@@ -172,8 +173,9 @@ class Scenario:
 
 
 def default_scenarios_dir() -> Path:
-    """The repository's `scenarios/` folder."""
-    return Path(__file__).resolve().parents[1] / "scenarios"
+    """The shipped scenarios: the `verity_scenarios` package's folder (the repository's
+    `scenarios/` in a checkout, site-packages in an installed wheel)."""
+    return package_folder(SCENARIOS_PACKAGE)
 
 
 _CACHE: dict[Path, tuple[tuple[Any, ...], Scenario]] = {}

@@ -14,9 +14,11 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.pool import StaticPool
 
 from models.common import RunStatus
+from pipeline.package_data import MIGRATIONS_PACKAGE, package_folder
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
-"""The Alembic script location."""
+MIGRATIONS_DIR = package_folder(MIGRATIONS_PACKAGE)
+"""The Alembic script location: the `verity_migrations` package's folder (`migrations/` in a
+checkout), so upgrades need no `alembic.ini` and no particular working directory."""
 
 _MIGRATION_LOCK_KEY = 0x7665726974790001  # pg_advisory_xact_lock key: b"verity" + 1
 _TERMINAL = [status.value for status in RunStatus if status.terminal]

@@ -1,0 +1,1 @@
+"""Alembic revisions (Alembic reads these files by path; it skips this one)."""
