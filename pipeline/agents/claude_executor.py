@@ -217,16 +217,15 @@ class ClaudeExecutor(ClaudeAgent):
 
     def _send(self, request: MessagesRequest, *, prompt: Prompt, log: AttemptLog
               ) -> MessagesResponse:
-        responses: list[MessagesResponse] = []
-
+        # The reply's text is the whole answer (content and stop reason), so the journal
+        # keeps what a redelivered copy of this turn needs to go on without a second request.
         def call() -> ModelReply:
-            responses.append(self.provider.send(request))
-            return self.reply(responses[-1], "")
+            response = self.provider.send(request)
+            return self.reply(response, _answer_json(response))
 
-        attempt_call(call, role="executor", prompt=prompt, digest=request.sha256(),
-                     model=self.model, parse=lambda _: None, log=log, policy=self.policy,
-                     remote=self.remote)
-        return responses[-1]
+        return attempt_call(call, role="executor", prompt=prompt, digest=request.sha256(),
+                            model=self.model, parse=_answer_from_json, log=log,
+                            policy=self.policy, remote=self.remote)
 
     def _map(
         self,
@@ -290,6 +289,21 @@ class ClaudeExecutor(ClaudeAgent):
             fresh.append(ToolCallRequest(tool_call_id=call_id, tool_name=name,
                                          arguments=arguments))
         return fresh, refused
+
+
+def _answer_json(response: MessagesResponse) -> str:
+    """A turn's answer as the attempt's reply text: its content blocks, stop reason, model."""
+    return json.dumps({"content": response.content, "stop_reason": response.stop_reason,
+                       "model": response.model}, ensure_ascii=False)
+
+
+def _answer_from_json(text: str) -> MessagesResponse:
+    """The answer `_answer_json` wrote (usage zero: a reused answer costs nothing again)."""
+    body = json.loads(text)
+    if not isinstance(body, dict) or not isinstance(body.get("content"), list):
+        raise ValueError("not an executor answer")
+    return MessagesResponse(content=body["content"], stop_reason=body.get("stop_reason"),
+                            model=str(body.get("model") or ""))
 
 
 def conversation(

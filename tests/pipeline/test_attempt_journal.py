@@ -209,3 +209,30 @@ def test_journal__a_redelivered_node_reuses_the_answer_its_dead_copy_got() -> No
     call_with_retry(_verifier(provider), role="verifier", payload=PAYLOAD + b" ",
                     parse=VerifierOutput.model_validate_json, log=other)
     assert len(provider.requests) == 2  # other bytes: a call of its own
+
+
+def test_journal__a_redelivered_executor_turn_reuses_the_whole_answer() -> None:
+    """The Executor needs its answer's tool_use blocks, not a text: a copy of the execute node
+    that runs after its dead copy's accepted turn goes on from the journaled answer, with the
+    same tool calls and no second request (it raised IndexError before)."""
+    from pipeline.tools import default_registry
+    from tests.agents.test_claude_executor import (
+        ID_LOGS,
+        ID_METRICS,
+        LOGS,
+        METRICS,
+        executor,
+        transcript,
+        uses,
+    )
+
+    journal = FakeJournal()
+    provider = ScriptedProvider().enqueue(uses((ID_LOGS, "search_logs", LOGS),
+                                               (ID_METRICS, "query_metrics", METRICS)))
+    first = executor(provider).step(transcript(), registry=default_registry(),
+                                    log=AttemptLog(run_id="r1", journal=journal))
+    again = executor(provider).step(transcript(), registry=default_registry(),
+                                    log=AttemptLog(run_id="r1", journal=journal))
+    assert len(provider.requests) == 1 and journal.outcomes() == ["ok"]
+    assert [c.tool_call_id for c in again.tool_calls] == [ID_LOGS, ID_METRICS]
+    assert again == first
