@@ -13,6 +13,7 @@ import os
 import ssl
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -92,6 +93,21 @@ class BackendClient:
             raise self.error(f"request failed: {type(exc).__name__}: {self._clean(str(exc))}"
                              ) from None
 
+    def probe(self, path: str) -> Probe:
+        """A GET for `verity sources check`: its status and JSON body, never raising for
+        an HTTP status (only the reason of a connection failure or timeout)."""
+        try:
+            response = self._client.get(path)
+        except httpx.TimeoutException:
+            return Probe(None, None, f"timed out after {self.config.timeout_s:g} s")
+        except httpx.HTTPError as exc:
+            return Probe(None, None, self._clean(f"unreachable: {exc}"))
+        try:
+            body = response.json() if len(response.content) <= self.config.max_bytes else None
+        except ValueError:
+            body = None
+        return Probe(response.status_code, body, f"HTTP {response.status_code}")
+
     def error(self, reason: str) -> SourceError:
         """A SourceError naming this backend, one line, secrets removed."""
         return SourceError(f"{self.label} {self._clean(reason)}")
@@ -106,12 +122,18 @@ class BackendClient:
         return b"".join(chunks)
 
     def _error_detail(self, response: httpx.Response) -> str:
+        # JSON errors (Prometheus `error`, Kubernetes Status `message`) or, as Loki answers
+        # (`text/plain`, pkg/util/server/error.go WriteError), the first line of the text.
         try:
-            text = response.read()[:2000].decode("utf-8", "replace")
+            text = next(response.iter_bytes(), b"")[:2000].decode("utf-8", "replace")
+        except httpx.HTTPError:
+            return ""
+        try:
             body = json.loads(text)
             message = body.get("error") or body.get("message") if isinstance(body, dict) else None
-        except (ValueError, httpx.HTTPError):
-            message = None
+        except ValueError:
+            is_text = response.headers.get("content-type", "").startswith("text/plain")
+            message = text.strip().splitlines()[0] if is_text and text.strip() else None
         return f": {self._clean(str(message))}" if message else ""
 
     def _clean(self, text: str) -> str:
@@ -162,6 +184,16 @@ class BackendClient:
         return context
 
 
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One probe's answer: the HTTP status (None: no answer), the JSON body if it was JSON,
+    and a one-line reason."""
+
+    status: int | None
+    body: Any
+    reason: str
+
+
 class _Bearer(httpx.Auth):
     def __init__(self, token: str) -> None:
         self._header = f"Bearer {token}"
@@ -171,4 +203,4 @@ class _Bearer(httpx.Auth):
         yield request
 
 
-__all__ = ["BackendClient"]
+__all__ = ["BackendClient", "Probe"]
