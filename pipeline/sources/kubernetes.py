@@ -97,6 +97,12 @@ class Kubernetes:
         """Close the connection pool."""
         self._client.close()
 
+    def __enter__(self) -> Kubernetes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def check(self) -> BackendStatus:
         """Probe `GET /version`: reachable, gitVersion, whether the credentials are taken."""
         probe = self._client.probe("/version")

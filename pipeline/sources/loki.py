@@ -141,6 +141,12 @@ class Loki:
         """Close the connection pool."""
         self._client.close()
 
+    def __enter__(self) -> Loki:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def search_logs(self, query: LogQuery) -> Fetched[LogEntry]:
         """Matching lines, oldest first, at most `query.limit`, and the total in the window."""
         logql = build_logql(self.config, query)

@@ -37,14 +37,17 @@ import base64
 import bisect
 import hashlib
 import json
+import multiprocessing
 import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -550,6 +553,11 @@ class LokiFlood(LokiReplay):
     def line(self, i: int) -> tuple[int, str]:
         return self.start_ns + i * 10**6, f"request r-{i:07d} failed: upstream timeout after 3 s"
 
+    def route(self, request: Request) -> Reply:
+        if request.path == "/replay/stats":  # the replay's own, for tests in another process
+            return Reply(200, json.dumps({"lines_sent": self.lines_sent}).encode())
+        return super().route(request)
+
     def _query_range(self, request: Request) -> Reply:
         query, start, end, _, _ = self._params(request)
         return Reply(200, self._flood(parse_log_query(query), start, end))
@@ -581,6 +589,34 @@ class LokiFlood(LokiReplay):
                 self.lines_sent += len(batch)
                 batch = []
         yield b']}],"stats":{}}}'
+
+
+def _serve_flood(lines: int, conn: Connection) -> None:
+    with LokiFlood(lines) as flood:
+        conn.send(flood.url)
+        conn.recv()  # until the parent says stop
+
+
+@contextmanager
+def flood_process(lines: int = 1_000_000) -> Iterator[str]:
+    """A LokiFlood in a process of its own (its work neither traced nor sharing the GIL with
+    the client being measured); yields its URL. `GET /replay/stats` tells `lines_sent`."""
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(target=_serve_flood, args=(lines, child), daemon=True)
+    process.start()
+    try:
+        if not parent.poll(60):
+            raise RuntimeError("the flood replay did not start")
+        yield str(parent.recv())
+    finally:
+        parent.send("stop")
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        parent.close()
+        child.close()
 
 
 # -- Kubernetes -------------------------------------------------------------------------------
