@@ -4,7 +4,6 @@ faults, and bounded memory on a query matching 1,000,000 lines."""
 
 from __future__ import annotations
 
-import json
 import tracemalloc
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
