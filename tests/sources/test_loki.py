@@ -4,6 +4,7 @@ faults, and bounded memory on a query matching 1,000,000 lines."""
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -239,3 +240,18 @@ def test_memory__a_million_matching_lines_stay_bounded() -> None:
     assert peak < 16 * 2**20, f"peak {peak / 2**20:.1f} MiB"
     assert sent < lines // 10  # it stopped reading: the server could not send the rest
     assert fetched.fetched_bytes < 4 * 2**20
+
+
+def test_bench__prints_one_json_object() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(root / "bench" / "sources_loki.py"),
+                           "--lines", "20000", "--limit", "500"],
+                          capture_output=True, text=True, cwd=root, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["returned"], report["total"], report["truncated"]) == (500, 20000, True)
+    assert 0 < report["peak_traced_mib"] < 16
+    assert 500 <= report["lines_sent_by_server"] <= 20000
