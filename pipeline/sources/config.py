@@ -127,8 +127,14 @@ class LokiBackend(Backend):
     service_label: str = Field(default="app", description="Stream label naming the service.")
     level_label: str = Field(default="level", description="Label (or JSON field) of the level.")
     pod_label: str = Field(default="pod", description="Stream label naming the pod.")
+    trace_label: str = Field(
+        default="trace_id",
+        description="Label (structured metadata, or JSON field) holding the trace id.")
     json_lines: bool = Field(
         default=False, description="Lines are JSON objects: message/level/trace_id fields.")
+    max_entries_per_query: int = Field(
+        default=5000, ge=1, le=100_000,
+        description="Lines asked per request: the server's max_entries_limit_per_query.")
 
 
 class KubernetesBackend(Backend):
@@ -142,6 +148,8 @@ class KubernetesBackend(Backend):
         default=None, description="Annotation holding the version; default the image tag.")
     author_annotation: str | None = Field(
         default=None, description="Annotation naming who deployed.")
+    page_size: int = Field(
+        default=500, ge=1, le=10_000, description="Items asked per list request (`limit`).")
 
 
 class RunbookFolder(_Strict):

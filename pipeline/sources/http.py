@@ -22,6 +22,7 @@ import os
 import ssl
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -144,6 +145,21 @@ class BackendClient:
             raise self.error(f"request failed: {type(exc).__name__}: {self._clean(str(exc))}"
                              ) from None
 
+    def probe_status(self, path: str) -> Probe:
+        """A GET whose status and JSON body a `check()` reads itself (Loki, Kubernetes: a
+        fallback path, a status-specific answer); never raises for an HTTP status."""
+        try:
+            response = self._client.get(path)
+        except httpx.TimeoutException:
+            return Probe(None, None, f"timed out after {self.config.timeout_s:g} s")
+        except httpx.HTTPError as exc:
+            return Probe(None, None, self._clean(f"unreachable: {exc}"))
+        try:
+            body = response.json() if len(response.content) <= self.config.max_bytes else None
+        except ValueError:
+            body = None
+        return Probe(response.status_code, body, f"HTTP {response.status_code}")
+
     def error(self, reason: str, *, kind: type[SourceError] = SourceError) -> SourceError:
         """A SourceError (or `kind`) naming this backend, one line, secrets removed."""
         return kind(f"{self.label} {self._clean(reason)}")
@@ -158,19 +174,27 @@ class BackendClient:
         return b"".join(chunks)
 
     def _error_detail(self, response: httpx.Response) -> str:
+        # JSON errors (Prometheus `error`, Kubernetes Status `message`) or, as Loki answers
+        # (`text/plain`, pkg/util/server/error.go WriteError), the first line of the text.
+        head = b""
         try:
-            head = b""
             for chunk in response.iter_bytes():  # a huge error page is not read whole
                 head += chunk
                 if len(head) >= ERROR_BODY_BYTES:
                     break
-            body = json.loads(head[:ERROR_BODY_BYTES].decode("utf-8", "replace"))
+        except httpx.HTTPError:
+            return ""
+        text = head[:ERROR_BODY_BYTES].decode("utf-8", "replace")
+        try:
+            body = json.loads(text)
             if not isinstance(body, dict):
                 return ""
             message = body.get("error") or body.get("message")
             kind = body.get("errorType")  # Prometheus and Loki name the error's class
-        except (ValueError, httpx.HTTPError):
-            return ""
+        except ValueError:
+            is_text = response.headers.get("content-type", "").startswith("text/plain")
+            message = text.strip().splitlines()[0] if is_text and text.strip() else None
+            kind = None
         if not message:
             return ""
         return f": {self._clean(f'{kind}: {message}' if kind else str(message))}"
@@ -227,6 +251,16 @@ def _replace(status: BackendStatus, **changes: Any) -> BackendStatus:
     return dataclasses.replace(status, **changes)
 
 
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One probe's answer: the HTTP status (None: no answer), the JSON body if it was JSON,
+    and a one-line reason."""
+
+    status: int | None
+    body: Any
+    reason: str
+
+
 class _Bearer(httpx.Auth):
     def __init__(self, token: str) -> None:
         self._header = f"Bearer {token}"
@@ -236,4 +270,4 @@ class _Bearer(httpx.Auth):
         yield request
 
 
-__all__ = ["BackendAuthError", "BackendClient", "BackendUnreachableError"]
+__all__ = ["BackendAuthError", "BackendClient", "BackendUnreachableError", "Probe"]
