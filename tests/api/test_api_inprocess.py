@@ -209,3 +209,16 @@ def test_http_client_unreachable_server_is_store_unavailable() -> None:
     with HttpVerityClient("http://verity", "vrt_x", transport=httpx.MockTransport(refuse)) as c, \
             pytest.raises(StoreUnavailableError, match="unreachable"):
         c.get("x")
+
+
+def test_serve_without_a_broker_is_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERITY_")}
+    env["VERITY_HOME"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "cli.main", "serve", "--port", "0"],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "VERITY_BROKER_URL" in done.stderr
