@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from typer.exceptions import Abort, TyperException
 
-from cli import batch, runs
+from cli import batch, runs, serve, tokens
 from cli.render import print_result, print_usage
 from cli.runs import TenantOption, tenant_of
 from cli.schemas import SCHEMAS
@@ -200,6 +200,8 @@ app.command()(runs.export)
 app.command()(runs.scenarios)
 app.command()(runs.worker)
 app.command()(runs.reconcile)
+app.command()(serve.serve)
+app.add_typer(tokens.app)
 
 
 def main() -> None:

@@ -263,3 +263,18 @@ class ReverifyItemRow(Base):
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default=text("0"))
     error: Mapped[str | None] = mapped_column(Text)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class ApiTokenRow(Base):
+    """`api_token`: one HTTP API token of a tenant. Only the sha256 of its secret is kept; the
+    secret itself is shown once, when the token is created."""
+
+    __tablename__ = "api_token"
+
+    token_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(128), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

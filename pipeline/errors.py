@@ -11,6 +11,7 @@
     │   ├── StaleStateError         a conditional update lost the race (expected node/version)
     │   └── StoreUnavailableError   the database could not be reached; the task is retried
     ├── BrokerUnavailableError      the broker could not be reached at submit; no run is left
+    ├── RateLimitedError            the HTTP API refused a run: too many for the token
     └── RunFailure                  a run cannot go on normally; routing picks a fallback
         ├── ProviderUnavailableError    transient: 429, 529, 5xx, timeout, dropped connection;
         │                               backed off and retried (honours `retry_after`)
@@ -84,6 +85,15 @@ class StoreUnavailableError(StoreError):
 
 class BrokerUnavailableError(VerityError):
     """The message broker could not be reached to enqueue a run; the run was not kept."""
+
+
+class RateLimitedError(VerityError):
+    """The HTTP API refused to create a run: the token created too many; retry after
+    `retry_after_s` seconds."""
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class RunFailure(VerityError):

@@ -39,3 +39,12 @@ def broker_unavailable(exc: BaseException) -> BrokerUnavailableError:
     lines = str(exc).strip().splitlines()
     return BrokerUnavailableError(
         f"broker unavailable: {lines[0] if lines else type(exc).__name__}")
+
+
+def ping_broker(*, timeout_s: float = 2.0) -> None:
+    """Connect to the broker once; BrokerUnavailableError (one line) if it cannot be reached."""
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0, timeout=timeout_s)
+    except PUBLISH_ERRORS as exc:
+        raise broker_unavailable(exc) from exc

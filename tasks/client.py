@@ -30,9 +30,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from models.batch import BatchRecord, Selection
+from models.bundle import RunBundle
+from models.common import RunStatus
 from models.run import RunEvent, RunRecord
 from models.state import RuntimeState
 from pipeline.config import VeritySettings
@@ -49,10 +52,13 @@ from pipeline.reverify import build_report
 from pipeline.routing import Node
 from pipeline.runtime import Runtime
 
-from tasks.app import PUBLISH_ERRORS, app, broker_unavailable
+from tasks.app import PUBLISH_ERRORS, app, broker_unavailable, ping_broker
 from tasks.batch import start as start_batch
 from tasks.nodes import coordinate, pending_task_ids
 from tasks.services import get_runtime
+
+if TYPE_CHECKING:
+    from tasks.http_client import HttpVerityClient
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +106,14 @@ class VerityClient:
             raise ConfigurationError(
                 "no tenant: pass VerityClient.from_env(tenant=...) or set VERITY_TENANT")
         return cls(get_runtime(), tenant=check_tenant_id(chosen))
+
+    @staticmethod
+    def from_url(url: str, token: str, *, timeout: float = 30.0) -> HttpVerityClient:
+        """The same producer API over `verity serve` at `url`, as the token's tenant: the
+        same methods, return types and errors (`tasks.http_client`)."""
+        from tasks.http_client import HttpVerityClient
+
+        return HttpVerityClient(url, token, timeout=timeout)
 
     def submit(
         self, query: str, *, session_id: str | None = None, data_source: str | None = None,
@@ -259,3 +273,36 @@ class VerityClient:
                 app.control.revoke(ids)
         return cancelled
 
+
+    # -- reads for the HTTP API ---------------------------------------------------------------
+
+    def runs(self, selection: Selection | None = None, *,
+             after: tuple[datetime, str] | None = None) -> list[RunRecord]:
+        """The tenant's runs `selection` picks, newest first (at most `selection.limit`),
+        starting past `after` = (created_at, run_id) of the last run of a previous page."""
+        chosen = selection or Selection(limit=20)
+        return list(self.runtime.store.iter_runs(tenant_id=self.tenant, selection=chosen,
+                                                 after=after))
+
+    def bundle(self, run_id: str) -> RunBundle:
+        """The tenant's run as a bundle `verity verify` accepts (`verity export`)."""
+        return self.runtime.store.to_bundle(run_id, tenant_id=self.tenant)
+
+    def follow(self, run_id: str, *, after: int = 0) -> tuple[RunStatus, list[RunEvent]]:
+        """The run's status and its events with seq > after, read together in one statement
+        (a terminal status comes with every event written before it)."""
+        return self.runtime.store.follow(run_id, after, tenant_id=self.tenant)
+
+    def check_ready(self) -> dict[str, str | None]:
+        """Whether the database and the broker answer: each is None when it does, else the
+        one-line reason it does not."""
+        found: dict[str, str | None] = {"database": None, "broker": None}
+        try:
+            self.runtime.store.ping()
+        except VerityError as exc:
+            found["database"] = str(exc)
+        try:
+            ping_broker()
+        except VerityError as exc:
+            found["broker"] = str(exc)
+        return found

@@ -34,7 +34,7 @@ def _rel(path: Path) -> str:
 
 
 def test_layering__tree_is_scanned() -> None:
-    scanned = {_rel(p) for p in _sources("pipeline", "models", "tasks", "cli")}
+    scanned = {_rel(p) for p in _sources("pipeline", "models", "tasks", "cli", "api")}
     assert {"pipeline/gatekeeper.py", "pipeline/store/_store.py", "models/tables.py"} <= scanned
 
 
@@ -44,13 +44,13 @@ def test_layering__pipeline_and_models_never_import_celery(path: Path) -> None:
     assert "kombu" not in _imports(path)
 
 
-@pytest.mark.parametrize("path", _sources("pipeline", "models", "tasks", "cli"), ids=_rel)
+@pytest.mark.parametrize("path", _sources("pipeline", "models", "tasks", "cli", "api"), ids=_rel)
 def test_layering__only_one_module_imports_anthropic(path: Path) -> None:
     if _rel(path) != ANTHROPIC_MODULE:
         assert "anthropic" not in _imports(path)
 
 
-@pytest.mark.parametrize("path", _sources("pipeline", "models", "tasks", "cli"), ids=_rel)
+@pytest.mark.parametrize("path", _sources("pipeline", "models", "tasks", "cli", "api"), ids=_rel)
 def test_layering__only_the_store_and_models_import_sqlalchemy(path: Path) -> None:
     if not _rel(path).startswith(SQLALCHEMY_ALLOWED):
         assert not {"sqlalchemy", "alembic"} & _imports(path)

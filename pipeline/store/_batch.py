@@ -57,14 +57,14 @@ class BatchStore:
 
     def iter_runs(
         self, *, tenant_id: str, selection: Selection, terminal_only: bool = False,
-        page: int = PAGE,
+        page: int = PAGE, after: tuple[datetime, str] | None = None,
     ) -> Iterator[RunRecord]:
         """The tenant's runs that `selection` picks, newest first, read in keyset pages (never
         all at once); `terminal_only` keeps ended diagnosis runs only (what a batch
-        re-judges)."""
+        re-judges). `after` = (created_at, run_id) of a run already seen starts past it."""
         needs_audit = bool(selection.prompt_versions or selection.models)
         left = selection.limit
-        cursor: tuple[datetime, str] | None = None
+        cursor = after
         while left is None or left > 0:
             stmt = _selected(tenant_id, selection, terminal_only=terminal_only,
                              audit=needs_audit).limit(page)

@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, and_, insert, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer, sessionmaker
@@ -77,11 +77,12 @@ from pipeline.store._ops import (
     _write_invocations,
 )
 from pipeline.store._sweep import DEFAULT_RUN_DEADLINE_S
+from pipeline.store._tokens import TokenStore
 
 
-class RunStore(LeaseStore, BatchStore):
+class RunStore(LeaseStore, BatchStore, TokenStore):
     """Runs, tool invocations, events and model attempts in a relational database; node
-    leases and the attempt journal come from `LeaseStore`."""
+    leases and the attempt journal come from `LeaseStore`, API tokens from `TokenStore`."""
 
     def __init__(self, engine: Engine, *, run_deadline_s: float = DEFAULT_RUN_DEADLINE_S
                  ) -> None:
@@ -708,6 +709,32 @@ class RunStore(LeaseStore, BatchStore):
             if not events:
                 _require_run(session, run_id, tenant_id=tenant_id)
             return events
+
+    def follow(
+        self, run_id: str, seq: int = 0, *, tenant_id: str, limit: int = 500
+    ) -> tuple[RunStatus, list[RunEvent]]:
+        """The tenant's run's status and its events with a seq above `seq` (at most `limit`),
+        in one statement: a terminal status read here comes with every event written before
+        it. RunNotFoundError if the tenant has no such run."""
+        stmt = (
+            select(DiagnosisRunRow.status, RunEventRow)
+            .outerjoin(RunEventRow, and_(RunEventRow.run_id == DiagnosisRunRow.run_id,
+                                         RunEventRow.seq > seq))
+            .where(DiagnosisRunRow.run_id == run_id, DiagnosisRunRow.tenant_id == tenant_id)
+            .order_by(RunEventRow.seq)
+            .limit(limit)
+        )
+        with self._read() as session:
+            rows = session.execute(stmt).all()
+        if not rows:
+            raise RunNotFoundError(run_id)
+        events = [_event(event) for _, event in rows if event is not None]
+        return RunStatus(rows[0][0]), events
+
+    def ping(self) -> None:
+        """One round trip to the database; StoreUnavailableError if it cannot be reached."""
+        with self._connect_read() as connection:
+            connection.execute(text("SELECT 1"))
 
     def record_attempt(self, attempt: LlmAttempt) -> None:
         """Record one model call; StoreError if (run, role, cycle, attempt) is taken."""

@@ -65,7 +65,7 @@ def _backs_constraint(index: Any) -> bool:
 
 def test_migrated_schema_equals_the_table_metadata(engine: Engine) -> None:
     upgrade_schema(engine)
-    assert _revision(engine) == _head() == "0006"
+    assert _revision(engine) == _head() == "0007"
     assert _diffs(engine) == []
 
 

@@ -1,0 +1,129 @@
+"""The HTTP API's request and response bodies. Stored things travel as the contracts of
+`models/` (RunRecord, RunEvent, RunBundle, BatchRecord, Selection); these wrap them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.batch import BatchRecord, Selection
+from models.common import RunStatus
+from models.run import RunEvent, RunRecord
+
+
+class Body(BaseModel):
+    """Base of request bodies: unknown fields are errors (422), not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class OnDisconnect(StrEnum):
+    """What happens to a run when the request that created it goes away."""
+
+    CONTINUE = "continue"
+    CANCEL = "cancel"
+
+
+class RunOptions(Body):
+    """Options of a new run."""
+
+    deadline_s: float | None = Field(
+        default=None, gt=0, le=86400, description="The run must end within this many seconds "
+        "(default VERITY_RUN_DEADLINE_S), else it ends FAILED.")
+    on_disconnect: OnDisconnect | None = Field(
+        default=None, description="`cancel`: the response streams the run's events and the run "
+        "is cancelled if this client goes away before it ends (the default with "
+        "`?stream=true`); `continue`: it runs on.")
+
+
+class CreateRun(Body):
+    """`POST /runs`."""
+
+    question: str = Field(min_length=1, max_length=4000, description="The user's question.")
+    session: str | None = Field(
+        default=None, min_length=1, max_length=128,
+        description="The tenant's session: its latest successful diagnosis is the previous turn.")
+    source: str = Field(min_length=1, max_length=200,
+                        description="Where the run's tools read data: a name `GET /sources` lists.")
+    options: RunOptions = Field(default_factory=RunOptions, description="Run options.")
+
+
+class CreatedRun(BaseModel):
+    """A run accepted: it runs on the workers; follow it at `events`."""
+
+    run_id: str = Field(description="Run id.")
+    status: RunStatus = Field(description="PENDING.")
+    links: dict[str, str] = Field(description="self, events, cancel, bundle.")
+
+
+class RunPage(BaseModel):
+    """One page of the tenant's runs, newest first."""
+
+    runs: list[RunRecord] = Field(description="The page.")
+    next_cursor: str | None = Field(
+        default=None, description="Pass as `cursor` for the next page; None on the last one.")
+
+
+class EventPage(BaseModel):
+    """The run's events after `after` (`GET /runs/{id}/events?follow=false`)."""
+
+    run_id: str = Field(description="Run id.")
+    status: RunStatus = Field(description="The run's status when read.")
+    events: list[RunEvent] = Field(description="Events with seq > after, ascending.")
+
+
+class Cancelled(BaseModel):
+    """The answer to a cancel."""
+
+    id: str = Field(description="The run or batch id.")
+    cancelled: bool = Field(description="False if it had already ended.")
+
+
+class CreateBatch(Body):
+    """`POST /batches`: re-verify the tenant's ended runs that `selection` picks."""
+
+    selection: Selection = Field(default_factory=Selection, description="Which runs.")
+    provider: str | None = Field(default=None, description="offline or anthropic.")
+    message_batches: bool = Field(default=False, description="Claude through Message Batches.")
+    chunk_size: int = Field(default=50, ge=1, le=1000, description="Items per chunk task.")
+
+
+class BatchReport(BaseModel):
+    """A batch with what changed (`pipeline.reverify.Report.as_json`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    batch: BatchRecord = Field(description="The batch.")
+
+
+class SourceInfo(BaseModel):
+    """A source a run can name."""
+
+    name: str = Field(
+        description="What to pass as `source`, e.g. scenario:checkout-pool-exhaustion.")
+    kind: str = Field(description="scenario (shipped sample incidents).")
+    title: str | None = Field(default=None, description="Title.")
+    question: str | None = Field(default=None, description="A question it answers.")
+    service: str | None = Field(default=None, description="Service in focus.")
+
+
+class SourceList(BaseModel):
+    """`GET /sources`."""
+
+    sources: list[SourceInfo] = Field(description="Every source.")
+
+
+class Health(BaseModel):
+    """`GET /healthz` and `GET /readyz`."""
+
+    status: str = Field(description="ok, or unavailable.")
+    checks: dict[str, Any] = Field(
+        default_factory=dict, description="readyz: database and broker, each ok or the reason.")
+
+
+class ErrorBody(BaseModel):
+    """Every error: one line, never a stack trace or internal text."""
+
+    error: str = Field(description="What went wrong, in one line.")

@@ -1,0 +1,46 @@
+"""HTTP API tokens: one row per token, bound to a tenant, with the sha256 of its secret (never
+the secret), and when it was created, last used and revoked.
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2026-12-02
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0007"
+down_revision: str | None = "0006"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def _utc() -> sa.DateTime:
+    return sa.DateTime(timezone=True)
+
+
+def upgrade() -> None:
+    """Create api_token."""
+    op.create_table(
+        "api_token",
+        sa.Column("token_id", sa.String(length=32), nullable=False),
+        sa.Column("tenant_id", sa.String(length=128), nullable=False),
+        sa.Column("name", sa.String(length=128), nullable=False),
+        sa.Column("secret_sha256", sa.String(length=64), nullable=False),
+        sa.Column("created_at", _utc(), nullable=False),
+        sa.Column("revoked_at", _utc(), nullable=True),
+        sa.Column("last_used_at", _utc(), nullable=True),
+        sa.PrimaryKeyConstraint("token_id", name=op.f("pk_api_token")),
+        sa.UniqueConstraint("secret_sha256", name=op.f("uq_api_token_secret_sha256")),
+    )
+    op.create_index(op.f("ix_api_token_tenant_id"), "api_token", ["tenant_id"])
+
+
+def downgrade() -> None:
+    """Drop api_token (every token with it)."""
+    op.drop_index(op.f("ix_api_token_tenant_id"), table_name="api_token")
+    op.drop_table("api_token")

@@ -1,0 +1,86 @@
+"""HTTP API tokens in the store: created, looked up by the sha256 of their secret, listed and
+revoked. A base of `RunStore`; the secret itself never reaches this module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from models.tables import ApiTokenRow
+from models.token import ApiToken
+from pipeline.errors import InputError
+from pipeline.ids import check_tenant_id
+from pipeline.store._ops import _now, _rowcount
+
+TOUCH_EVERY = timedelta(minutes=1)
+"""`last_used_at` is written at most this often per token: a read per request, not a write."""
+MAX_NAME = 128
+
+
+class TokenStore:
+    """API tokens; `RunStore` provides the sessions."""
+
+    _read: Callable[[], AbstractContextManager[Session]]
+    _write: Callable[[], AbstractContextManager[Session]]
+
+    def create_token(self, *, token_id: str, tenant_id: str, name: str, secret_sha256: str
+                     ) -> ApiToken:
+        """Store a token of `tenant_id` by its secret's sha256; InputError for a bad tenant id
+        or name."""
+        name = name.strip()
+        if not name or len(name) > MAX_NAME:
+            raise InputError(f"a token name is 1 to {MAX_NAME} characters")
+        row = ApiTokenRow(token_id=token_id, tenant_id=check_tenant_id(tenant_id), name=name,
+                          secret_sha256=secret_sha256, created_at=_now())
+        with self._write() as session:
+            session.add(row)
+        return _token(row)
+
+    def token_by_secret_hash(self, secret_sha256: str, *, now: datetime | None = None
+                             ) -> ApiToken | None:
+        """The token with this secret hash if it is not revoked (None otherwise), its
+        `last_used_at` moved to now when it was older than `TOUCH_EVERY`."""
+        moment = now or _now()
+        stmt = select(ApiTokenRow).where(ApiTokenRow.secret_sha256 == secret_sha256,
+                                         ApiTokenRow.revoked_at.is_(None))
+        with self._read() as session:
+            row = session.scalars(stmt).one_or_none()
+            if row is None:
+                return None
+            token = _token(row)
+        if token.last_used_at is None or moment - token.last_used_at >= TOUCH_EVERY:
+            touch = (update(ApiTokenRow).where(ApiTokenRow.token_id == token.token_id)
+                     .where(or_(ApiTokenRow.last_used_at.is_(None),
+                                ApiTokenRow.last_used_at < moment - TOUCH_EVERY))
+                     .values(last_used_at=moment))
+            with self._write() as session:
+                session.execute(touch)
+            token = token.model_copy(update={"last_used_at": moment})
+        return token
+
+    def list_tokens(self, *, tenant_id: str | None = None) -> list[ApiToken]:
+        """Every token (of one tenant, given one), oldest first, revoked ones included."""
+        stmt = select(ApiTokenRow).order_by(ApiTokenRow.created_at, ApiTokenRow.token_id)
+        if tenant_id is not None:
+            stmt = stmt.where(ApiTokenRow.tenant_id == tenant_id)
+        with self._read() as session:
+            return [_token(row) for row in session.scalars(stmt)]
+
+    def revoke_token(self, token_id: str) -> bool:
+        """Revoke a token: every later request with it is refused. False if there is no such
+        token or it was revoked already."""
+        stmt = (update(ApiTokenRow)
+                .where(ApiTokenRow.token_id == token_id, ApiTokenRow.revoked_at.is_(None))
+                .values(revoked_at=_now()))
+        with self._write() as session:
+            return _rowcount(session.execute(stmt)) == 1
+
+
+def _token(row: ApiTokenRow) -> ApiToken:
+    return ApiToken(token_id=row.token_id, tenant_id=row.tenant_id, name=row.name,
+                    created_at=row.created_at, revoked_at=row.revoked_at,
+                    last_used_at=row.last_used_at)

@@ -1,0 +1,166 @@
+"""The HTTP API over real HTTP: `verity serve` on a free port, `verity worker` processes on real
+Redis and PostgreSQL, and Claude agents pointed at the fake Anthropic server (in its own
+process) whose per-role latency a test can hold.
+
+One world per module (a PostgreSQL schema, a Redis database, the fake, two workers and the
+server), shared by its tests; each test acts through tokens of tenants of its own. Missing
+services skip, and fail under CI=true (`tests/conftest.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from pipeline.store import RunStore
+from pipeline.tokens import hash_secret, new_secret, new_token_id
+from tests.chaos.harness import spawn_fake
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS_PER_MINUTE = 3
+"""The server's rate limit: a test creates at most this many runs per token, but the rate test."""
+MAX_BODY = 4096
+
+
+def free_port() -> int:
+    """A port nobody listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class World:
+    """The module's server, workers and fake, and how to reach them."""
+
+    base_url: str
+    env: dict[str, str]
+    database_url: str
+    fake: Any
+    log_dir: Path
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def token(self, tenant: str | None = None) -> str:
+        """A fresh token's secret, of `tenant` (a new tenant by default)."""
+        secret = new_secret()
+        with RunStore.open(self.database_url) as store:
+            store.create_token(token_id=new_token_id(),
+                               tenant_id=tenant or f"t-{uuid.uuid4().hex[:8]}",
+                               name="test", secret_sha256=hash_secret(secret))
+        return secret
+
+    def http(self, secret: str | None = None, **kwargs: Any) -> httpx.Client:
+        """An HTTP client of the server, with the token when given."""
+        headers = {"authorization": f"Bearer {secret}"} if secret else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=30, **kwargs)
+
+    def query(self, sql: str, **params: Any) -> list[Any]:
+        """Rows of a read on the module's database."""
+        engine = create_engine(self.database_url, poolclass=NullPool)
+        try:
+            with engine.connect() as connection:
+                return list(connection.execute(text(sql), params))
+        finally:
+            engine.dispose()
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`verity ARGS` against the module's database."""
+        return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=self.env,
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    def start(self, name: str, *args: str, ready: bytes) -> None:
+        log = self.log_dir / f"{name}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
+                                       env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        self.processes.append(process)
+        deadline = time.monotonic() + 30
+        while ready not in log.read_bytes():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{name} did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+
+@pytest.fixture(scope="module")
+def database_url_module(postgres_server_url: str) -> Iterator[str]:
+    """A PostgreSQL schema of the module's own, dropped afterwards."""
+    schema = f"verity_api_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(postgres_server_url, poolclass=NullPool)
+    try:
+        with admin.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+        url = make_url(postgres_server_url).update_query_dict(
+            {"options": f"-csearch_path={schema}"})
+        opened = url.render_as_string(hide_password=False)
+        RunStore.open(opened).close()  # migrated before the processes start
+        yield opened
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def world(database_url_module: str, redis_url: str,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """Server, workers and fake of the module."""
+    redis_db = f"{redis_url.rsplit('/', 1)[0]}/{random.randint(1, 12)}"
+    broker = redis.Redis.from_url(redis_db)
+    broker.flushdb()
+    fake = spawn_fake()
+    log_dir = tmp_path_factory.mktemp("api")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("VERITY_", "ANTHROPIC_"))}
+    port = free_port()
+    env = {
+        **clean,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), clean.get("PYTHONPATH")])),
+        "VERITY_BROKER_URL": redis_db, "VERITY_RESULT_BACKEND": redis_db,
+        "VERITY_DATABASE_URL": database_url_module, "VERITY_HOME": str(log_dir / "home"),
+        "VERITY_VISIBILITY_TIMEOUT": "120", "VERITY_LEASE_TTL_S": "1.5",
+        "VERITY_LEASE_RENEW_S": "0.5",
+        "VERITY_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "test",
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "VERITY_API_RUNS_PER_MINUTE": str(RUNS_PER_MINUTE),
+        "VERITY_API_MAX_BODY_BYTES": str(MAX_BODY), "VERITY_API_KEEPALIVE_S": "1",
+    }
+    found = World(base_url=f"http://127.0.0.1:{port}", env=env, database_url=database_url_module,
+                  fake=fake, log_dir=log_dir)
+    try:
+        found.start("worker-llm", "worker", "--queues", "llm", "--concurrency", "4",
+                    ready=b"ready.")
+        found.start("worker-rest", "worker", "--queues", "control,tools,batch",
+                    "--concurrency", "4", ready=b"ready.")
+        found.start("serve", "serve", "--port", str(port), ready=b"Uvicorn running")
+        yield found
+    finally:
+        found.stop()
+        fake.stop()
+        broker.flushdb()
+        broker.close()
