@@ -16,8 +16,9 @@ from pydantic import Field
 from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
 
 from models.invocation import QueryScope
+from pipeline.sources.base import DataSource
 from pipeline.tools.records import Runbook
-from pipeline.tools.source import ArgsModel, IncidentSource, ToolOutput
+from pipeline.tools.source import ArgsModel, ToolOutput
 
 DESCRIPTION = (
     "Search the runbooks (BM25 full-text ranking over titles and text). Returns the best "
@@ -132,7 +133,7 @@ class SearchRunbooksArgs(ArgsModel):
     limit: int = Field(default=5, ge=1, le=20, description="How many documents to return.")
 
 
-def search_runbooks(source: IncidentSource, args: SearchRunbooksArgs) -> ToolOutput:
+def search_runbooks(source: DataSource, args: SearchRunbooksArgs) -> ToolOutput:
     """Rank the runbooks for a query."""
     index = source.runbook_index()
     hits = index.search(args.query, limit=args.limit)
