@@ -1,6 +1,7 @@
 """`verity sources` lists the data sources runs can name; `verity sources check NAME` probes
 each backend of one, one line per backend (reachable, version, auth), exit 0 when every
-backend answered and 1 otherwise. A broken sources file is one line and exit 2.
+backend answered and took the credentials, 1 otherwise. A broken sources file is one line and
+exit 2.
 
 The sources file is `$VERITY_CONFIG`, else `$XDG_CONFIG_HOME/verity/config.toml` (see
 `pipeline.sources.config`); the shipped scenarios are always there as `scenario:NAME`.
@@ -75,13 +76,14 @@ def check(
     name: Annotated[str, typer.Argument(help="A source name (see verity sources).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Probe each backend of a source: one line per backend; exit 1 if any is unreachable."""
+    """Probe each backend of a source: one line per backend; exit 1 if any is unreachable or
+    refused the credentials."""
     registry = sources()
     try:
         statuses = _config_errors_are_input(lambda r: r.check(name))
     finally:
         registry.close()
-    ok = bool(statuses) and all(s.reachable for s in statuses)
+    ok = bool(statuses) and all(s.reachable and s.auth_ok is not False for s in statuses)
     if as_json:
         payload = {"source": name, "ok": ok, "backends": [_status_json(s) for s in statuses]}
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")

@@ -43,6 +43,10 @@ KNOWN_NAMES_SHOWN = 12
 """An unknown name's message lists the known ones when there are at most this many."""
 
 
+def _short(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= KNOWN_NAMES_SHOWN else f"{len(names)} names"
+
+
 @dataclass(frozen=True, slots=True)
 class SourceRef:
     """A parsed reference: the source (name, `scenario:NAME` or folder) and the pinned time."""
@@ -180,11 +184,16 @@ class SourceRegistry:
         return [*self.config().sources, *shipped]
 
     def unknown(self, name: str) -> UnknownSourceError:
-        """The one-line error for a name that is not a source."""
-        known = self.names()
-        listed = ", ".join(known) if len(known) <= KNOWN_NAMES_SHOWN \
-            else f"{len(known)} sources; see verity sources"
-        return UnknownSourceError(f"unknown source {name!r} (known: {listed or 'none'})")
+        """The one-line error for a name that is not a source, naming the known ones (the
+        shipped scenarios for a `scenario:` name, else the configured names)."""
+        shipped = [SCENARIO_PREFIX + i.name for i in list_scenarios(self.scenarios_dir)]
+        if name.startswith(SCENARIO_PREFIX):
+            return UnknownSourceError(f"unknown source {name!r} (shipped scenarios: "
+                                      f"{_short(shipped) or 'none'})")
+        configured = _short(list(self.config().sources)) or "none configured"
+        return UnknownSourceError(
+            f"unknown source {name!r} (known: {configured}; and scenario:NAME for the "
+            f"{len(shipped)} shipped scenarios, see verity sources)")
 
     # -- submit ------------------------------------------------------------------------------
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from models.invocation import QueryScope
-from pipeline.sources.base import AlertQuery, ChangeQuery, DataSource, EventQuery
+from pipeline.sources.base import AlertQuery, ChangeQuery, EventQuery
 from pipeline.tools.formatting import plural
 from pipeline.tools.records import Alert, Deployment, KubeEvent, iso
 from pipeline.tools.source import ToolOutput, WindowedArgs, time_window
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import DataSource
 
 ALERTS_DESCRIPTION = (
     "List alerts of a service (or all services) that were active at any time in the window, "

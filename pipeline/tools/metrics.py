@@ -13,12 +13,12 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from models.invocation import QueryScope
-from pipeline.sources.base import DataSource, MetricQuery
+from pipeline.sources.base import MetricQuery
 from pipeline.tools.formatting import format_value, rounded
 from pipeline.tools.records import MetricSeries, iso
 from pipeline.tools.source import (
@@ -27,6 +27,9 @@ from pipeline.tools.source import (
     WindowedArgs,
     time_window,
 )
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import DataSource
 
 ROLLING = 5
 MAX_POINTS = 12

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -17,8 +17,10 @@ from models.agent import ToolCallRequest, ToolSpec
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from pipeline.errors import VerityError
 from pipeline.projection import bound_projection
-from pipeline.sources.base import DataSource
 from pipeline.tools.source import ToolOutput
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import DataSource
 
 ERROR_CHARS = 300
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
