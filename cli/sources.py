@@ -105,7 +105,7 @@ def status_line(status: BackendStatus) -> str:
         parts.append("auth ok" if status.auth_ok else "auth refused")
     if status.detail:
         parts.append(status.detail)
-    return "  ".join(" ".join(p.split()) for p in parts if p)
+    return "  ".join(parts[:1] + [" ".join(p.split()) for p in parts[1:] if p])
 
 
 def _status_json(status: BackendStatus) -> dict[str, Any]:
