@@ -64,9 +64,11 @@ def search_logs(source: DataSource, args: SearchLogsArgs) -> ToolOutput:
     span = end - start
     terms = tuple((args.query or "").lower().split())
     fetched = source.search_logs(LogQuery(start=start, end=end, service=args.service,
-                                          min_level=args.level, terms=terms))
+                                          min_level=args.level, terms=terms,
+                                          limit=LOG_FETCH_LIMIT))
     before = source.search_logs(LogQuery(start=start - span, end=start, service=args.service,
-                                         min_level=args.level, terms=terms))
+                                         min_level=args.level, terms=terms,
+                                         limit=LOG_FETCH_LIMIT))
     matched, previous = fetched.items, before.items
     total, previous_total = _count(fetched), _count(before)
     groups = _groups(matched, previous)
