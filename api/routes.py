@@ -30,7 +30,7 @@ from api.schemas import (
     RunPage,
     SourceList,
 )
-from api.sources import data_source_of, list_sources
+from api.sources import list_sources, source_name
 from api.sse import EventStream, named_frame
 from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
@@ -65,12 +65,12 @@ async def create_run(body: CreateRun, request: Request, who: CallerDep,
     """Enqueue a run; 202 with its id, or (`?stream=true` or `on_disconnect=cancel`) its
     events as they happen."""
     state = state_of(request)
-    data_source = await run_in_threadpool(data_source_of, body.source)
+    source = await run_in_threadpool(source_name, body.source)
     state.limiter.take(who.token.token_id)
     client = who.client
     run_id = await run_in_threadpool(
-        lambda: client.submit(body.question, session_id=body.session, data_source=data_source,
-                              deadline_s=body.options.deadline_s))
+        lambda: client.submit(body.question, session_id=body.session, source=source,
+                              at=body.options.at, deadline_s=body.options.deadline_s))
     mode = body.options.on_disconnect or (
         OnDisconnect.CANCEL if stream else OnDisconnect.CONTINUE)
     headers = {"location": f"/runs/{run_id}"}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -32,6 +33,9 @@ class RunOptions(Body):
     deadline_s: float | None = Field(
         default=None, gt=0, le=86400, description="The run must end within this many seconds "
         "(default VERITY_RUN_DEADLINE_S), else it ends FAILED.")
+    at: datetime | None = Field(
+        default=None, description="The time the question is about (ISO 8601; default now): "
+        "tools' default windows end here.")
     on_disconnect: OnDisconnect | None = Field(
         default=None, description="`cancel`: the response streams the run's events and the run "
         "is cancelled if this client goes away before it ends (the default with "
@@ -103,8 +107,10 @@ class SourceInfo(BaseModel):
 
     name: str = Field(
         description="What to pass as `source`, e.g. scenario:checkout-pool-exhaustion.")
-    kind: str = Field(description="scenario (shipped sample incidents).")
-    title: str | None = Field(default=None, description="Title.")
+    kind: str = Field(description="scenario (a sample incident's folder) or backends.")
+    title: str | None = Field(default=None, description="Title or description.")
+    backends: list[str] = Field(default_factory=list,
+                                description="prometheus, alertmanager, loki, kubernetes, ...")
     question: str | None = Field(default=None, description="A question it answers.")
     service: str | None = Field(default=None, description="Service in focus.")
 

@@ -1,36 +1,40 @@
 """What a run's `source` names, and what `GET /sources` lists.
 
-For now a source is a shipped scenario: `scenario:NAME`, or its bare name. `data_source_of` is
-the one place that turns a source into what `VerityClient.submit` takes, so named sources
-(another change) replace it alone.
+A source is a name: one the sources file configures (`prod`), or a shipped scenario
+(`scenario:NAME`, or its bare name when no configured source has it). Never a path: the web
+app does not choose files on the workers' disks.
 """
 
 from __future__ import annotations
 
-import re
-
 from api.schemas import SourceInfo
 from pipeline.errors import InputError
-from pipeline.factory import resolve_scenario
-from pipeline.scenarios import default_scenarios_dir, list_scenarios
-
-SCENARIO_PREFIX = "scenario:"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+from pipeline.scenarios import list_scenarios
+from pipeline.sources.registry import is_path, sources
+from pipeline.sources.scenario import SCENARIO_PREFIX
 
 
 def list_sources() -> list[SourceInfo]:
-    """The shipped scenarios, as `scenario:NAME`."""
-    return [SourceInfo(name=f"{SCENARIO_PREFIX}{info.name}", kind="scenario", title=info.title,
+    """The configured sources (their backends' kinds, not their addresses), then the shipped
+    scenarios as `scenario:NAME`."""
+    registry = sources()
+    out = [SourceInfo(name=info.name, kind=info.kind, title=info.description or None,
+                      backends=[kind for kind, _ in info.backends])
+           for info in registry.describe() if not info.name.startswith(SCENARIO_PREFIX)]
+    out += [SourceInfo(name=f"{SCENARIO_PREFIX}{info.name}", kind="scenario", title=info.title,
                        question=info.question, service=info.service)
-            for info in list_scenarios(default_scenarios_dir()) if info.error is None]
+            for info in list_scenarios(registry.scenarios_dir) if info.error is None]
+    return out
 
 
-def data_source_of(source: str) -> str:
-    """The `data_source` of a source: a shipped scenario's folder; InputError (one line) for a
-    source that is not one, never a path of the caller's choosing."""
-    name = source.removeprefix(SCENARIO_PREFIX)
-    folders = {info.name: info.path for info in list_scenarios(default_scenarios_dir())
-               if info.error is None}
-    if not _NAME.fullmatch(name) or name not in folders:
-        raise InputError(f"unknown source {source[:80]!r}: GET /sources lists them")
-    return resolve_scenario(None, folders[name])
+def source_name(source: str) -> str:
+    """The name to submit: `source` as given, a bare shipped scenario's name prefixed;
+    InputError (one line) for a path."""
+    name = source.strip()
+    if is_path(name.split("@", 1)[0]):
+        raise InputError(f"source {source[:80]!r} is a path: name a source GET /sources lists")
+    registry = sources()
+    if name in registry.config().sources or name.startswith(SCENARIO_PREFIX) or "@" in name:
+        return name
+    shipped = {info.name for info in list_scenarios(registry.scenarios_dir)}
+    return f"{SCENARIO_PREFIX}{name}" if name in shipped else name

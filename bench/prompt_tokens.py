@@ -44,6 +44,7 @@ from pipeline.providers.messages import (  # noqa: E402
     tool_use_response,
 )
 from pipeline.scenarios import list_scenarios, load_scenario, scenario_path  # noqa: E402
+from pipeline.sources.scenario import ScenarioSource  # noqa: E402
 from pipeline.verification import verify_bundle  # noqa: E402
 from tests.providers import claude_like  # noqa: E402
 
@@ -135,7 +136,8 @@ def _scenario(name: str, settings: VeritySettings) -> tuple[dict[str, Any], dict
     from pipeline.tools import default_registry
 
     scenario = load_scenario(scenario_path(name))
-    loop = run_in_process(scenario.meta.question, source=scenario, registry=default_registry(),
+    loop = run_in_process(scenario.meta.question, source=ScenarioSource(scenario),
+                          registry=default_registry(),
                           known_services=scenario.services)
     bundle = RunBundle(query=scenario.meta.question, intent=loop.plan.intent,
                        invocations=loop.invocations, executor_output_raw=loop.final_output)

@@ -1,4 +1,5 @@
-"""`verity`: verify bundles, show stored runs, print contract schemas.
+"""`verity`: verify bundles, run diagnoses, show stored runs, list data sources, print
+contract schemas.
 
 Commands that touch stored runs act as one tenant (`--tenant`, else VERITY_TENANT, else
 `default`) and see only its runs; another tenant's run id is "no run with id ...".
@@ -20,7 +21,7 @@ import typer
 from rich.console import Console
 from typer.exceptions import Abort, TyperException
 
-from cli import batch, runs, serve, tokens
+from cli import batch, runs, serve, sources, tokens
 from cli.render import print_result, print_usage
 from cli.runs import TenantOption, tenant_of
 from cli.schemas import SCHEMAS
@@ -202,6 +203,7 @@ app.command()(runs.worker)
 app.command()(runs.reconcile)
 app.command()(serve.serve)
 app.add_typer(tokens.app)
+app.add_typer(sources.app, name="sources")
 
 
 def main() -> None:

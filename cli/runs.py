@@ -1,5 +1,6 @@
 """`verity run`, `runs`, `cancel`, `export`, `scenarios`, `worker` and `reconcile`: the runtime
-from the command line.
+from the command line. `run` reads a shipped scenario (`--scenario`), a scenario folder
+(`--scenario-dir`) or a named source (`--source prod --at 2026-12-01T17:00:00Z`).
 
 The commands that touch runs act as one tenant: `--tenant`, else VERITY_TENANT, else `default`
 (so the embedded CLI works with no setup). They see only that tenant's runs and sessions.
@@ -39,6 +40,7 @@ from pipeline.graph import WORKER_QUEUES
 from pipeline.ids import check_tenant_id
 from pipeline.lease import check_lease_settings
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
+from pipeline.sources.registry import parse_time, sources
 from pipeline.store import RunStore
 
 _err = Console(stderr=True)
@@ -75,6 +77,11 @@ def run(
                                                "returning 500s?'")],
     scenario: Annotated[str | None, typer.Option(help="A shipped scenario by name.")] = None,
     scenario_dir: Annotated[str | None, typer.Option(help="A scenario folder.")] = None,
+    source: Annotated[str | None, typer.Option(
+        help="A source of the sources file (see verity sources), or scenario:NAME.")] = None,
+    at: Annotated[str | None, typer.Option(
+        help="The time the question is about, ISO 8601 (default now; a scenario's own).")
+    ] = None,
     session: Annotated[str | None, typer.Option(
         help="Session id for follow-ups (the tenant's own).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -83,10 +90,11 @@ def run(
 ) -> None:
     """Diagnose: plan, investigate, gatekeep, verify and compose, node by node."""
     owner = tenant_of(tenant)
-    data_source = resolve_scenario(scenario, scenario_dir)
+    chosen = _chosen_source(source, scenario, scenario_dir)
+    moment = parse_time(at) if at is not None else None
     with ExitStack() as stack:
         client = _client_and_worker(stack, owner)
-        run_id = client.submit(query, session_id=session, data_source=data_source)
+        run_id = client.submit(query, session_id=session, source=chosen, at=moment)
         record = _follow(client, run_id, timeout=timeout, quiet=as_json)
         failure = _failure(client, run_id)
     if as_json:
@@ -97,6 +105,22 @@ def run(
         raise VerityError(f"run {run_id} failed: {failure}") from None
     if record.status.value not in ("SUCCESS", "FALLBACK"):
         raise typer.Exit(1)
+
+
+def _chosen_source(source: str | None, scenario: str | None, scenario_dir: str | None
+                   ) -> str | None:
+    """The source `run` submits: `--source`, or the folder of `--scenario`/`--scenario-dir`;
+    None (the sources file's default_source) when none is given and the file names one."""
+    if source is not None:
+        if scenario or scenario_dir:
+            raise InputError("give one of --source, --scenario and --scenario-dir")
+        return source
+    if scenario or scenario_dir:
+        return resolve_scenario(scenario, scenario_dir)
+    if sources().config().default_source is None:
+        raise InputError("name a scenario with --scenario NAME or --scenario-dir PATH, or a "
+                         "source with --source NAME")
+    return None
 
 
 def _follow(client: Any, run_id: str, *, timeout: float, quiet: bool) -> RunRecord:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from models.common import Contract
 
@@ -42,6 +42,18 @@ class QueryScope(Contract):
     service: str | None = Field(default=None, description="Service the query was limited to.")
     window: TimeWindow | None = Field(default=None, description="Time window queried.")
     filter: str | None = Field(default=None, description="Filter or search expression used.")
+    queries: list[str] | None = Field(
+        default=None,
+        description="The exact backend queries run (PromQL or LogQL text, an API path with its "
+        "parameters), so a reader can run them again; None for in-memory sources.")
+
+    @model_serializer(mode="wrap")
+    def _without_absent_queries(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out rather than null: scopes of in-memory sources keep their bytes (and hashes).
+        data: dict[str, Any] = handler(self)
+        if not data.get("queries"):
+            data.pop("queries", None)
+        return data
 
 
 class Projection(BaseModel):

@@ -3,7 +3,11 @@
     VerityError
     ├── ConfigurationError          bad settings, missing or rejected key; never retried
     ├── InputError                  input that is not usable: one line to the user, exit 2
-    │   └── BundleError             not JSON, wrong shape, duplicate tool_call_id ...
+    │   ├── BundleError             not JSON, wrong shape, duplicate tool_call_id ...
+    │   └── UnknownSourceError      no source of that name (pipeline.sources); refused at submit
+    ├── SourceError                 a data source's backend could not answer (pipeline.sources):
+    │                               unreachable, timeout, 401, 5xx, malformed, too large; the
+    │                               tool call ends ERROR, the run goes on
     ├── StoreError                  the run store refused an operation
     │   ├── DuplicateToolCallError  a tool_call_id already recorded for the run; first row kept
     │   ├── RunNotFoundError        no such run id

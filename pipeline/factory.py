@@ -1,8 +1,10 @@
-"""Building a Runtime from settings: the store, the tool registry, the agents, the data source."""
+"""Building a Runtime from settings: the store, the tool registry, the agents, the data source.
+
+`load_source` and `resolve_scenario` are the source registry's (`pipeline.sources.registry`),
+named here too because runtimes are built here."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pipeline.agents.base import SingleTurnModel
@@ -20,13 +22,12 @@ from pipeline.agents.planner import OfflinePlanner, classify_intent
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.attempts import RetryPolicy
 from pipeline.config import VeritySettings, resolve_database_url
-from pipeline.errors import InputError
 from pipeline.faults import with_faults
 from pipeline.graph import GRAPH
 from pipeline.providers.messages import MessagesProvider
 from pipeline.providers.pricing import load_prices
 from pipeline.runtime import Agents, Runtime
-from pipeline.scenarios import default_scenarios_dir, load_scenario
+from pipeline.sources.registry import load_source, resolve_scenario
 from pipeline.store import RunStore
 from pipeline.tools.registry import default_registry
 
@@ -113,27 +114,6 @@ def agents_for(settings: VeritySettings) -> Agents:
     return offline_agents()
 
 
-def load_source(data_source: str | None) -> Any:
-    """The incident data a run's tools query: a scenario folder."""
-    if data_source is None:
-        raise InputError("this run has no data source (pass --scenario or --scenario-dir)")
-    return load_scenario(Path(data_source))
-
-
-def resolve_scenario(name: str | None, directory: str | None) -> str:
-    """A scenario folder from `--scenario NAME` or `--scenario-dir PATH`, as an absolute path."""
-    if directory:
-        path = Path(directory).expanduser().resolve()
-    else:
-        path = (default_scenarios_dir() / (name or "")).resolve()
-    if not name and not directory:
-        raise InputError("name a scenario with --scenario NAME or --scenario-dir PATH")
-    if not (path / "scenario.json").is_file():
-        raise InputError(f"no scenario at {path} (expected {path / 'scenario.json'})")
-    load_scenario(path)  # fail now, with its own one-line message, if it is broken
-    return str(path)
-
-
 def build_runtime(
     settings: VeritySettings | None = None, *, store: RunStore | None = None
 ) -> Runtime:
@@ -151,3 +131,14 @@ def build_runtime(
         source_loader=load_source,
         graph=graph,
     )
+
+
+__all__ = [
+    "agents_for",
+    "batch_judges",
+    "build_runtime",
+    "claude_agents",
+    "load_source",
+    "offline_agents",
+    "resolve_scenario",
+]

@@ -13,7 +13,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.agent import Plan, ToolCallRequest, Transcript
 from models.bundle import RunResult
@@ -29,6 +29,9 @@ from pipeline.evaluation import run_result
 from pipeline.graph import GRAPH, Graph, GraphError
 from pipeline.routing import Node
 from pipeline.tools.registry import ToolRegistry, run_tool
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import DataSource
 
 MAX_STEPS = 64
 """More node steps than any run of the graph takes: a bound, never reached by a sound graph."""
@@ -123,7 +126,7 @@ class _KnownServices:
 def investigate(
     query: str,
     *,
-    source: Any,
+    source: DataSource,
     registry: ToolRegistry,
     agents: Agents | None = None,
     settings: VeritySettings | None = None,
@@ -160,7 +163,7 @@ def result(run: MemoryRun) -> RunResult:
 def run_in_process(
     query: str,
     *,
-    source: Any,
+    source: DataSource,
     registry: ToolRegistry,
     known_services: Sequence[str] = (),
     max_items: int = 50,

@@ -1,8 +1,9 @@
 """Sample incidents: loading a scenario folder (format in `scenarios/README.md`) into a source.
 
-A loaded `Scenario` is the `IncidentSource` the built-in tools query. Loading validates every
-file; a problem raises `InputError` with one line naming the file and line. Loaded scenarios are
-cached by folder and by the modification times and sizes of its files.
+A loaded `Scenario` is the data behind `pipeline.sources.scenario.ScenarioSource`, the source
+the built-in tools query for a scenario. Loading validates every file; a problem raises
+`InputError` with one line naming the file and line. Loaded scenarios are cached by folder and
+by the modification times and sizes of its files.
 """
 
 from __future__ import annotations
@@ -147,22 +148,6 @@ class Scenario:
         """Log lines of one service (or all), by time."""
         return self.logs if service is None else self._logs_by_service.get(service, [])
 
-    def metric_series(self, service: str | None = None) -> Sequence[MetricSeries]:
-        """Metric series of one service (or all)."""
-        return [s for s in self.series if service is None or s.service == service]
-
-    def alerts(self) -> Sequence[Alert]:
-        """Every alert."""
-        return self.alert_list
-
-    def deployments(self) -> Sequence[Deployment]:
-        """Every deployment, by time."""
-        return self.deployment_list
-
-    def events(self) -> Sequence[KubeEvent]:
-        """Every event, by time."""
-        return self.event_list
-
     @cached_property
     def _runbook_index(self) -> RunbookIndex:
         return RunbookIndex(self.runbooks)
@@ -251,7 +236,7 @@ def _load(folder: Path) -> Scenario:
         alert_list=_read_json_list(folder / "alerts.json", Alert),
         deployment_list=_read_json_list(folder / "deployments.json", Deployment),
         event_list=_read_json_list(folder / "events.json", KubeEvent),
-        runbooks=_read_runbooks(folder / RUNBOOK_DIR),
+        runbooks=read_runbooks(folder / RUNBOOK_DIR),
     )
 
 
@@ -400,7 +385,9 @@ def _add_point(
     one.values.append(point.value)
 
 
-def _read_runbooks(folder: Path) -> list[Runbook]:
+def read_runbooks(folder: Path) -> list[Runbook]:
+    """The `*.md` runbooks of a folder (front matter: doc_id, title), by file name; none when
+    the folder does not exist. InputError for a malformed file or a duplicate doc_id."""
     if not folder.is_dir():
         return []
     files = sorted(folder.glob("*.md"))

@@ -3,7 +3,7 @@
     # VERITY_BROKER_URL, VERITY_DATABASE_URL; the tenant given, else VERITY_TENANT
     client = VerityClient.from_env(tenant="team-payments")
     run_id = client.submit("Why is checkout-service returning 500s?", session_id="sre-42",
-                           data_source="/srv/verity/scenarios/checkout-500s")
+                           source="prod")   # a [sources.prod] of the sources file
     for event in client.events(run_id, after=0): ...
     record = client.wait(run_id, timeout=60)
     client.cancel(run_id)
@@ -19,10 +19,11 @@ after creating the run with `Runtime.submit(query, tenant_id=...)`.
 
 Producer-side failures are Verity errors with one-line messages, raised before anything is
 written or with the row removed again: a tenant id that is missing (ConfigurationError) or
-malformed (InputError), a `data_source` that is missing or not a scenario folder (InputError),
-a database that cannot be reached (StoreUnavailableError), a broker that cannot be reached
-(BrokerUnavailableError: the just-created run is deleted), a broker configured without the
-workers' shared database (ConfigurationError).
+malformed (InputError), a source that is not one (UnknownSourceError, an InputError naming the
+known ones), a `data_source` that is missing or not a scenario folder (InputError), a broken
+sources file (ConfigurationError), a database that cannot be reached (StoreUnavailableError),
+a broker that cannot be reached (BrokerUnavailableError: the just-created run is deleted), a
+broker configured without the workers' shared database (ConfigurationError).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from pipeline.ids import check_batch_id, check_tenant_id
 from pipeline.reverify import build_report
 from pipeline.routing import Node
 from pipeline.runtime import Runtime
+from pipeline.sources.registry import sources
 
 from tasks.app import PUBLISH_ERRORS, app, broker_unavailable, ping_broker
 from tasks.batch import start as start_batch
@@ -116,22 +118,29 @@ class VerityClient:
         return HttpVerityClient(url, token, timeout=timeout)
 
     def submit(
-        self, query: str, *, session_id: str | None = None, data_source: str | None = None,
+        self, query: str, *, session_id: str | None = None, source: str | None = None,
+        at: datetime | None = None, data_source: str | None = None,
         deadline_s: float | None = None,
     ) -> str:
         """Create the tenant's run and enqueue its coordinator; returns the run id at once.
-        `session_id` names one of the tenant's sessions: its latest successful diagnosis is the
-        previous turn. The run must end within `deadline_s` seconds (default
+        `source` names where its tools read: a source of the sources file (`prod`), a shipped
+        scenario (`scenario:NAME`) or a scenario folder; `data_source` is a scenario folder
+        (the older form). Neither: the sources file's `default_source`. `at` is the time the
+        question is about (default now; a scenario's own time for scenarios): a configured
+        source is pinned at it, so every tool call of the run sees the same windows.
+        `session_id` names one of the tenant's sessions: its latest successful diagnosis is
+        the previous turn. The run must end within `deadline_s` seconds (default
         `VERITY_RUN_DEADLINE_S`).
 
-        InputError (nothing written) for a `data_source` the runtime cannot load;
-        BrokerUnavailableError (the run deleted again) if the broker cannot be reached.
+        InputError (nothing written) for an unknown source or one the runtime cannot load;
+        ConfigurationError for a broken sources file; BrokerUnavailableError (the run deleted
+        again) if the broker cannot be reached.
         """
-        source = self.check_data_source(data_source)
+        reference = self.check_data_source(data_source, source=source, at=at)
         if deadline_s is not None and not deadline_s > 0:
             raise InputError(f"deadline_s must be a positive number of seconds, not {deadline_s}")
         run_id = self.runtime.submit(query, tenant_id=self.tenant, session_id=session_id,
-                                     data_source=source, deadline_s=deadline_s)
+                                     data_source=reference, deadline_s=deadline_s)
         try:
             # A new run starts at plan: naming the node spares the coordinator a read.
             coordinate.apply_async((run_id, 0, Node.PLAN.value),
@@ -143,23 +152,38 @@ class VerityClient:
             raise broker_unavailable(exc) from exc
         return run_id
 
-    def check_data_source(self, data_source: str | None) -> str | None:
-        """The data source to store: a scenario folder as an absolute path, checked before
-        anything is written (InputError, one line). A runtime with a source loader of its own
-        (VERITY_RUNTIME_FACTORY) is asked to load it instead."""
+    def check_data_source(self, data_source: str | None, *, source: str | None = None,
+                          at: datetime | None = None) -> str | None:
+        """The source reference to store, checked before anything is written (InputError,
+        one line): a scenario folder as an absolute path, `scenario:NAME`, or a configured
+        name (backends pinned at `at`, default now: `prod@2026-12-01T17:00:00Z`). A runtime
+        with a source loader of its own (VERITY_RUNTIME_FACTORY) is asked to load it instead."""
+        if source is not None and data_source is not None:
+            raise InputError("give submit a source or a data_source, not both")
         if self.runtime.source_loader is not load_source:
-            try:
-                self.runtime.source_loader(data_source)
-            except InputError:
-                raise
-            except Exception as exc:
-                message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                raise InputError(f"data_source {data_source!r} cannot be loaded: {message}"
-                                 ) from None
-            return data_source
-        if data_source is None or not str(data_source).strip():
-            raise InputError("submit needs a data_source: the path of a scenario folder")
-        return resolve_scenario(None, str(data_source))
+            return self._custom_source(source if source is not None else data_source)
+        registry = sources()
+        if source is not None and source.strip():
+            return registry.reference(source, at=at)
+        if data_source is not None and data_source.strip():
+            folder = resolve_scenario(None, str(data_source))
+            return folder if at is None else registry.reference(folder, at=at)
+        default = registry.default_reference(at=at)
+        if default is None:
+            raise InputError("submit needs a data_source (a scenario folder) or a source (a "
+                             "configured name or scenario:NAME)")
+        return default
+
+    def _custom_source(self, data_source: str | None) -> str | None:
+        try:
+            self.runtime.source_loader(data_source)
+        except InputError:
+            raise
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            raise InputError(f"data_source {data_source!r} cannot be loaded: {message}"
+                             ) from None
+        return data_source
 
     def _started_anyway(self, run_id: str) -> bool:
         """Delete a run whose first message could not be sent; True if it is not there to

@@ -16,6 +16,7 @@ the server's one line.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -68,13 +69,16 @@ class HttpVerityClient:
     # -- runs ---------------------------------------------------------------------------------
 
     def submit(self, query: str, *, session_id: str | None = None, source: str | None = None,
-               data_source: str | None = None, deadline_s: float | None = None) -> str:
+               at: datetime | None = None, data_source: str | None = None,
+               deadline_s: float | None = None) -> str:
         """Enqueue a run of `source` (a name `GET /sources` lists; `data_source` is taken as
-        one too); returns its id at once."""
+        one too, never as a path) about the time `at` (default now); returns its id at once."""
         chosen = source or data_source
         if not chosen:
             raise InputError("submit needs a source: a name GET /sources lists")
-        options = {} if deadline_s is None else {"deadline_s": deadline_s}
+        options: dict[str, Any] = {} if deadline_s is None else {"deadline_s": deadline_s}
+        if at is not None:
+            options["at"] = at.isoformat()
         body = {"question": query, "session": session_id, "source": chosen, "options": options}
         return str(self._call("POST", "/runs", json=body)["run_id"])
 

@@ -30,6 +30,22 @@ DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_sources_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The suite never reads the developer's sources file (`~/.config/verity/config.toml`):
+    XDG_CONFIG_HOME points at an empty folder and VERITY_CONFIG is unset unless a test sets
+    it (subprocesses inherit both)."""
+    saved = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "VERITY_CONFIG")}
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
+    os.environ.pop("VERITY_CONFIG", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 def _service_missing(name: str, reason: str) -> None:
     """Skip, or fail under CI: a missing service must fail the suite there."""
     message = f"{name} not reachable: {reason}"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
-from pipeline.errors import VerityError
+from pipeline.errors import InputError, VerityError
 from pipeline.tools.records import Alert, Deployment, KubeEvent, LogEntry, MetricSeries
 
 if TYPE_CHECKING:
@@ -41,8 +41,9 @@ class SourceError(VerityError):
     The message is one line naming the backend and the reason, never a credential."""
 
 
-class UnknownSourceError(VerityError):
-    """No source of that name is configured (or the reference is not a source at all)."""
+class UnknownSourceError(InputError):
+    """No source of that name is configured (or the reference is not a source at all): an
+    input error, refused at submit with nothing written."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,16 @@ files) that hold them.
 
     [sources.demo]
     scenario = "checkout-pool-exhaustion"
+
+Service to selector (a tool's `service` argument on each backend), overridable per backend:
+
+    Prometheus     service_selector = 'job="{service}"'   service_label = "job"
+    Loki           service_selector = '{app="{service}"}' service_label = "app"
+                   (all services: all_selector = '{app=~".+"}')
+    Alertmanager   service_label = "service"
+    Kubernetes     namespaces = ["default"], service_selector = "app={service}"
+
+Relative paths (a scenario folder, the runbook folder) are read from the file's folder.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Tools over incident data: the registry, the runner and the built-in tools.
 
     registry = default_registry()
-    invocation = run_tool(registry, request, source=scenario, max_items=50, max_bytes=16384)
+    source = ScenarioSource(load_scenario(scenario_path("checkout-pool-exhaustion")))
+    invocation = run_tool(registry, request, source=source, max_items=50, max_bytes=16384)
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from pipeline.tools.registry import (
     default_registry,
     run_tool,
 )
-from pipeline.tools.source import IncidentSource, ToolOutput
+from pipeline.tools.source import ToolOutput
 
 __all__ = [
-    "IncidentSource",
     "Tool",
     "ToolArgumentError",
     "ToolError",

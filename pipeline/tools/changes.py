@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from models.invocation import QueryScope
+from pipeline.sources.base import AlertQuery, ChangeQuery, EventQuery
 from pipeline.tools.formatting import plural
 from pipeline.tools.records import Alert, Deployment, KubeEvent, iso
-from pipeline.tools.source import IncidentSource, ToolOutput, WindowedArgs, time_window
+from pipeline.tools.source import ToolOutput, WindowedArgs, time_window
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import DataSource
 
 ALERTS_DESCRIPTION = (
     "List alerts of a service (or all services) that were active at any time in the window, "
@@ -58,18 +62,14 @@ class GetEventsArgs(WindowedArgs):
     type: Literal["Normal", "Warning"] | None = Field(default=None, description="Event type.")
 
 
-def list_alerts(source: IncidentSource, args: ListAlertsArgs) -> ToolOutput:
+def list_alerts(source: DataSource, args: ListAlertsArgs) -> ToolOutput:
     """Alerts active at any time in the window."""
     start, end = args.resolve(source.now)
-    alerts = [
-        a for a in source.alerts()
-        if (args.service is None or a.service == args.service)
-        and (args.state == "any" or a.state == args.state)
-        and a.starts_at <= end and (a.ends_at is None or a.ends_at >= start)
-    ]
-    alerts.sort(key=lambda a: (a.starts_at, a.name))
+    fetched = source.list_alerts(AlertQuery(start=start, end=end, service=args.service,
+                                            state=args.state))
+    alerts = sorted(fetched.items, key=lambda a: (a.starts_at, a.name))
     scope = QueryScope(service=args.service, window=time_window(start, end),
-                       filter=f"state = {args.state}")
+                       filter=f"state = {args.state}", queries=list(fetched.queries) or None)
     return ToolOutput(
         result={"alerts": [_alert_json(a) for a in alerts],
                 "firing": sum(1 for a in alerts if a.state == "firing")},
@@ -92,17 +92,14 @@ def _alert_json(alert: Alert) -> dict[str, Any]:
     }
 
 
-def list_deployments(source: IncidentSource, args: ListDeploymentsArgs) -> ToolOutput:
+def list_deployments(source: DataSource, args: ListDeploymentsArgs) -> ToolOutput:
     """Deployments rolled out in the window."""
     start, end = args.resolve(source.now)
-    deployments = sorted(
-        (d for d in source.deployments()
-         if (args.service is None or d.service == args.service)
-         and start <= d.deployed_at <= end),
-        key=lambda d: d.deployed_at,
-    )
+    fetched = source.list_deployments(ChangeQuery(start=start, end=end, service=args.service))
+    deployments = sorted(fetched.items, key=lambda d: d.deployed_at)
     scope = QueryScope(service=args.service, window=time_window(start, end),
-                       filter=None if args.service else "all services")
+                       filter=None if args.service else "all services",
+                       queries=list(fetched.queries) or None)
     return ToolOutput(result={"deployments": [deployment_json(d) for d in deployments]},
                       scope=scope, found=bool(deployments))
 
@@ -136,13 +133,15 @@ class _Reason:
     example: str = ""
 
 
-def get_events(source: IncidentSource, args: GetEventsArgs) -> ToolOutput:
+def get_events(source: DataSource, args: GetEventsArgs) -> ToolOutput:
     """Kubernetes events of a service's objects in the window."""
     start, end = args.resolve(source.now)
-    events = [e for e in source.events() if start <= e.ts <= end and _wanted(e, args)]
-    events.sort(key=lambda e: e.ts)
+    fetched = source.get_events(EventQuery(start=start, end=end, service=args.service,
+                                           namespace=args.namespace, reason=args.reason,
+                                           type=args.type))
+    events = sorted(fetched.items, key=lambda e: e.ts)
     scope = QueryScope(service=args.service, window=time_window(start, end),
-                       filter=_events_filter(args))
+                       filter=_events_filter(args), queries=list(fetched.queries) or None)
     reasons = _reasons(events)
     return ToolOutput(
         result={
@@ -150,16 +149,6 @@ def get_events(source: IncidentSource, args: GetEventsArgs) -> ToolOutput:
             "events": [_event_json(e) for e in events],
         },
         scope=scope, found=bool(events),
-    )
-
-
-def _wanted(event: KubeEvent, args: GetEventsArgs) -> bool:
-    return (
-        (args.service is None or event.object == args.service
-         or event.object.startswith(args.service + "-"))
-        and (args.namespace is None or event.namespace == args.namespace)
-        and (args.reason is None or event.reason.lower() == args.reason.lower())
-        and (args.type is None or event.type == args.type)
     )
 
 

@@ -1,23 +1,28 @@
 """`search_logs`: counts, the most frequent message patterns and the first hits in a window.
 
 Every pattern also carries its count in the preceding window of the same length, so a burst
-(a pattern that is new or much more frequent) can be told from everyday noise.
+(a pattern that is new or much more frequent) can be told from everyday noise. Both windows are
+asked of the source (at most `LOG_FETCH_LIMIT` lines each); the totals are the source's counts,
+and when a fetch stopped short of them, `truncated_fetch` says how many lines the levels and
+patterns were computed over.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from models.invocation import QueryScope
+from pipeline.sources.base import LOG_FETCH_LIMIT, Fetched, LogQuery
 from pipeline.tools.formatting import plural
 from pipeline.tools.records import LEVEL_RANK, LEVELS, Level, LogEntry
-from pipeline.tools.source import IncidentSource, ToolOutput, WindowedArgs, minutes, time_window
+from pipeline.tools.source import ToolOutput, WindowedArgs, minutes, time_window
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import DataSource
 
 TOP_PATTERNS = 8
 DESCRIPTION = (
@@ -53,65 +58,61 @@ class _Group:
     previous: int = 0
 
 
-@dataclass
-class _Matcher:
-    rank: int
-    terms: list[str] = field(default_factory=list)
-
-    def __call__(self, entry: LogEntry) -> bool:
-        return entry.rank >= self.rank and all(t in entry.lowered for t in self.terms)
-
-
-def search_logs(source: IncidentSource, args: SearchLogsArgs) -> ToolOutput:
-    """Run one log search."""
+def search_logs(source: DataSource, args: SearchLogsArgs) -> ToolOutput:
+    """Run one log search: the window and, as a second query, the preceding window."""
     start, end = args.resolve(source.now)
-    entries = source.log_entries(args.service)
-    matcher = _Matcher(
-        rank=LEVEL_RANK[args.level] if args.level else 0,
-        terms=(args.query or "").lower().split(),
-    )
-    matched = [e for e in _between(entries, start, end) if matcher(e)]
     span = end - start
-    previous = [e for e in _between(entries, start - span, start) if matcher(e)]
+    terms = tuple((args.query or "").lower().split())
+    fetched = source.search_logs(LogQuery(start=start, end=end, service=args.service,
+                                          min_level=args.level, terms=terms,
+                                          limit=LOG_FETCH_LIMIT))
+    before = source.search_logs(LogQuery(start=start - span, end=start, service=args.service,
+                                         min_level=args.level, terms=terms,
+                                         limit=LOG_FETCH_LIMIT))
+    matched, previous = fetched.items, before.items
+    total, previous_total = _count(fetched), _count(before)
     groups = _groups(matched, previous)
     by_level = {level: 0 for level in LEVELS}
     for entry in matched:
         by_level[entry.level] += 1
     window = time_window(start, end)
-    scope = QueryScope(service=args.service, window=window, filter=_filter_text(args))
+    scope = QueryScope(service=args.service, window=window, filter=_filter_text(args),
+                       queries=[*fetched.queries, *before.queries] or None)
     who = args.service or "all services"
-    what = plural(len(matched), "line") + (f" at {args.level} or above" if args.level else "")
+    what = plural(total, "line") + (f" at {args.level} or above" if args.level else "")
     summary = (
         f"{what} from {who} between {window.start} and {window.end} "
-        f"({len(previous)} in the preceding {minutes(span)} minutes)"
+        f"({previous_total} in the preceding {minutes(span)} minutes)"
     )
     result: dict[str, Any] = {
-        "total": len(matched),
-        "previous_window_total": len(previous),
+        "total": total,
+        "previous_window_total": previous_total,
         "by_level": {k: v for k, v in by_level.items() if v},
         "summary": summary,
         "top_messages": [_group_json(g, minutes(span)) for g in groups[:TOP_PATTERNS]],
         "hits": [_hit_json(e) for e in matched[: args.limit]],
     }
-    return ToolOutput(result=result, scope=scope, found=bool(matched))
+    cut = {name: _cut(one) for name, one in (("window", fetched), ("previous_window", before))}
+    if any(cut.values()):
+        # Levels and patterns are over the lines fetched; the totals are the backend's.
+        result["truncated_fetch"] = {name: value for name, value in cut.items() if value}
+        result["summary"] += "; levels and patterns over the first " + " and ".join(
+            f"{value['fetched']} lines of the {name.replace('_', ' ')}"
+            for name, value in cut.items() if value)
+    return ToolOutput(result=result, scope=scope, found=total > 0 or bool(matched))
 
 
-def _between(entries: Sequence[LogEntry], start: datetime, end: datetime) -> Sequence[LogEntry]:
-    times = _Times(entries)
-    return entries[bisect.bisect_left(times, start): bisect.bisect_right(times, end)]
+def _count(fetched: Fetched[LogEntry]) -> int:
+    """The backend's count when it knows it, else the lines fetched."""
+    return fetched.total if fetched.total is not None else len(fetched.items)
 
 
-class _Times(Sequence[datetime]):
-    """A view of entry times for bisect, without copying."""
-
-    def __init__(self, entries: Sequence[LogEntry]) -> None:
-        self._entries = entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._entries[index].at
+def _cut(fetched: Fetched[LogEntry]) -> dict[str, int | None] | None:
+    """`{fetched, total}` when the fetch stopped short of every match (total None: the backend
+    could not count, and the fetch stopped at its limit)."""
+    if fetched.truncated or (fetched.total is None and len(fetched.items) >= LOG_FETCH_LIMIT):
+        return {"fetched": len(fetched.items), "total": fetched.total}
+    return None
 
 
 def _groups(matched: Sequence[LogEntry], previous: Sequence[LogEntry]) -> list[_Group]:

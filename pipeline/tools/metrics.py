@@ -13,20 +13,23 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from models.invocation import QueryScope
+from pipeline.sources.base import MetricQuery
 from pipeline.tools.formatting import format_value, rounded
 from pipeline.tools.records import MetricSeries, iso
 from pipeline.tools.source import (
-    IncidentSource,
     ToolOutput,
     WindowArg,
     WindowedArgs,
     time_window,
 )
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import DataSource
 
 ROLLING = 5
 MAX_POINTS = 12
@@ -63,19 +66,23 @@ class _Stats:
         return cls(statistics.fmean(values), statistics.pstdev(values), min(values), max(values))
 
 
-def query_metrics(source: IncidentSource, args: QueryMetricsArgs) -> ToolOutput:
-    """Run one metrics query."""
+def query_metrics(source: DataSource, args: QueryMetricsArgs) -> ToolOutput:
+    """Run one metrics query: the window and, as a second query, the baseline window; series
+    are paired by (service, metric)."""
     start, end = args.resolve(source.now)
     if args.baseline is not None:
         base_start, base_end = args.baseline.start, args.baseline.end
     else:
         base_start, base_end = start - (end - start), start
-    needle = (args.metric or "").lower()
+    fetched = source.query_metrics(MetricQuery(start=start, end=end, service=args.service,
+                                               metric=args.metric))
+    baseline = source.query_metrics(MetricQuery(start=base_start, end=base_end,
+                                                service=args.service, metric=args.metric))
+    base_by_key = {(s.service, s.metric): s for s in baseline.items}
     series = []
-    for one in source.metric_series(args.service):
-        if needle and needle not in one.metric.lower():
-            continue
-        described = _describe(one, (start, end), (base_start, base_end))
+    for one in fetched.items:
+        described = _describe(one, base_by_key.get((one.service, one.metric)),
+                              (start, end), (base_start, base_end))
         if described is not None:
             series.append(described)
     series.sort(key=lambda s: (s["shift"] == "none", s["service"], s["metric"]))
@@ -91,6 +98,7 @@ def query_metrics(source: IncidentSource, args: QueryMetricsArgs) -> ToolOutput:
     scope = QueryScope(
         service=args.service, window=window,
         filter=f'metric contains "{args.metric}"' if args.metric else "all metrics",
+        queries=[*fetched.queries, *baseline.queries] or None,
     )
     return ToolOutput(result={"summary": summary, "series": series}, scope=scope,
                       found=bool(series))
@@ -101,14 +109,16 @@ def _slice(series: MetricSeries, start: datetime, end: datetime) -> tuple[int, i
 
 
 def _describe(
-    series: MetricSeries, window: tuple[datetime, datetime], baseline: tuple[datetime, datetime]
+    series: MetricSeries, base_series: MetricSeries | None,
+    window: tuple[datetime, datetime], baseline: tuple[datetime, datetime],
 ) -> dict[str, Any] | None:
     lo, hi = _slice(series, *window)
     if lo >= hi:
         return None
     times, values = series.times[lo:hi], series.values[lo:hi]
-    b_lo, b_hi = _slice(series, *baseline)
-    base = _Stats.of(series.values[b_lo:b_hi]) if b_lo < b_hi else None
+    b_lo, b_hi = _slice(base_series, *baseline) if base_series is not None else (0, 0)
+    base = (_Stats.of(base_series.values[b_lo:b_hi])
+            if base_series is not None and b_lo < b_hi else None)
     now = _Stats.of(values)
     peak_index = max(range(len(values)), key=values.__getitem__)
     low_index = min(range(len(values)), key=values.__getitem__)

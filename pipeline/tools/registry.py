@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -17,7 +17,10 @@ from models.agent import ToolCallRequest, ToolSpec
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from pipeline.errors import VerityError
 from pipeline.projection import bound_projection
-from pipeline.tools.source import IncidentSource, ToolOutput
+from pipeline.tools.source import ToolOutput
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import DataSource
 
 ERROR_CHARS = 300
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
@@ -42,7 +45,7 @@ class Tool(Generic[ArgsT]):
     name: str
     description: str
     arguments: type[ArgsT]
-    function: Callable[[IncidentSource, ArgsT], ToolOutput]
+    function: Callable[[DataSource, ArgsT], ToolOutput]
     input_schema: dict[str, Any] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -60,7 +63,7 @@ class Tool(Generic[ArgsT]):
                 f"{self.name}: argument {where}: {first['msg']}{more}"
             ) from None
 
-    def run(self, source: IncidentSource, raw: Mapping[str, Any]) -> ToolOutput:
+    def run(self, source: DataSource, raw: Mapping[str, Any]) -> ToolOutput:
         """Validate the arguments and call the function."""
         return self.function(source, self.validate(raw))
 
@@ -121,7 +124,7 @@ def run_tool(
     registry: ToolRegistry,
     request: ToolCallRequest,
     *,
-    source: IncidentSource,
+    source: DataSource,
     max_items: int,
     max_bytes: int,
 ) -> ToolInvocation:

@@ -10,14 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
 
 from models.invocation import QueryScope
 from pipeline.tools.records import Runbook
-from pipeline.tools.source import ArgsModel, IncidentSource, ToolOutput
+from pipeline.tools.source import ArgsModel, ToolOutput
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import DataSource
 
 DESCRIPTION = (
     "Search the runbooks (BM25 full-text ranking over titles and text). Returns the best "
@@ -132,7 +135,7 @@ class SearchRunbooksArgs(ArgsModel):
     limit: int = Field(default=5, ge=1, le=20, description="How many documents to return.")
 
 
-def search_runbooks(source: IncidentSource, args: SearchRunbooksArgs) -> ToolOutput:
+def search_runbooks(source: DataSource, args: SearchRunbooksArgs) -> ToolOutput:
     """Rank the runbooks for a query."""
     index = source.runbook_index()
     hits = index.search(args.query, limit=args.limit)

@@ -1,67 +1,21 @@
-"""What tools read (an `IncidentSource`), what they return (`ToolOutput`), and time windows.
+"""What tools return (`ToolOutput`), their argument bases and time windows.
 
-A scenario folder implements `IncidentSource` (see `pipeline.scenarios.Scenario`); any other
-store of logs, metrics, alerts, deployments, events and runbooks can implement it too.
+Tools read a `pipeline.sources.DataSource`: a scenario folder or configured backends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from models.invocation import QueryScope, TimeWindow
-from pipeline.tools.records import (
-    Alert,
-    Deployment,
-    KubeEvent,
-    LogEntry,
-    MetricSeries,
-    Timestamp,
-    iso,
-)
-
-if TYPE_CHECKING:
-    from pipeline.tools.runbooks import RunbookIndex
+from pipeline.tools.records import Timestamp, iso
 
 DEFAULT_LOOKBACK_MINUTES = 120
 """Without a window, tools look at the two hours before the source's `now`."""
-
-
-class IncidentSource(Protocol):
-    """Read access to one incident's data, every sequence in time order."""
-
-    @property
-    def now(self) -> datetime:
-        """The time the question is asked; default windows end here."""
-        ...
-
-    def log_entries(self, service: str | None = None) -> Sequence[LogEntry]:
-        """Log lines of one service (or all), sorted by time."""
-        ...
-
-    def metric_series(self, service: str | None = None) -> Sequence[MetricSeries]:
-        """Metric series of one service (or all)."""
-        ...
-
-    def alerts(self) -> Sequence[Alert]:
-        """Every alert."""
-        ...
-
-    def deployments(self) -> Sequence[Deployment]:
-        """Every deployment, by deployed_at."""
-        ...
-
-    def events(self) -> Sequence[KubeEvent]:
-        """Every Kubernetes event, by ts."""
-        ...
-
-    def runbook_index(self) -> RunbookIndex:
-        """The BM25 index over the runbooks."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from pipeline.errors import AttemptsExhaustedError
 from pipeline.prompts import load_prompt
 from pipeline.providers.messages import MessagesRequest, ScriptedProvider
 from pipeline.scenarios import load_scenario, scenario_path
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry, run_tool
 from tests.providers.helpers import FORCING_MODEL, MODEL, USAGE, log, text_reply, tool_reply
 from tests.spec.helpers import (
@@ -54,7 +55,8 @@ def _lookup(query: str = QUESTION) -> ToolInvocation:
     scenario = load_scenario(scenario_path("knowledge-payment-db-credentials"))
     request = ToolCallRequest(tool_call_id=LOOKUP_ID, tool_name="search_runbooks",
                               arguments={"query": query})
-    return run_tool(default_registry(), request, source=scenario, max_items=50, max_bytes=16384)
+    return run_tool(default_registry(), request, source=ScenarioSource(scenario), max_items=50,
+                    max_bytes=16384)
 
 
 def only_user_text(request: MessagesRequest) -> str:

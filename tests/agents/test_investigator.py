@@ -32,6 +32,7 @@ from pipeline.agents.template_composer import TemplateComposer
 from pipeline.gatekeeper import gatekeep
 from pipeline.inprocess import run_in_process
 from pipeline.scenarios import Scenario, load_scenario, scenario_path
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry, run_tool
 from pipeline.verification import verify_bundle
 
@@ -55,7 +56,7 @@ def _advance(transcript: Transcript, scenario: Scenario) -> tuple[Transcript, An
     step = OfflineExecutor().step(transcript, registry=registry)
     if step.final_output is not None:
         return transcript, step
-    results = [run_tool(registry, r, source=scenario, max_items=50, max_bytes=16384)
+    results = [run_tool(registry, r, source=ScenarioSource(scenario), max_items=50, max_bytes=16384)
                for r in step.tool_calls]
     turn = ExecutorTurn(tool_calls=step.tool_calls, results=results)
     return transcript.model_copy(update={"turns": [*transcript.turns, turn]}), step
@@ -75,7 +76,7 @@ def test_investigator__turn_zero_asks_for_the_plan_with_fresh_ids() -> None:
 
 def test_investigator__ids_are_unique_across_the_run_and_across_cycles() -> None:
     scenario = _checkout()
-    loop = run_in_process(QUESTION, source=scenario, registry=default_registry(),
+    loop = run_in_process(QUESTION, source=ScenarioSource(scenario), registry=default_registry(),
                           known_services=scenario.services)
     ids = [i.tool_call_id for i in loop.invocations]
     assert len(ids) == len(set(ids)) >= 8
@@ -133,7 +134,7 @@ def test_investigator__gap_mode_runs_the_gap_calls_and_reports() -> None:
 
 def test_investigator__output_is_executor_v2_and_every_binding_passes() -> None:
     scenario = _checkout()
-    loop = run_in_process(QUESTION, source=scenario, registry=default_registry(),
+    loop = run_in_process(QUESTION, source=ScenarioSource(scenario), registry=default_registry(),
                           known_services=scenario.services)
     document = json.loads(loop.final_output)
     assert "diagnosis_summary" not in document and "user_facing_answer" not in document
@@ -170,7 +171,8 @@ def test_investigator__a_failed_call_becomes_missing_information() -> None:
 
 def test_investigator__no_evidence_calls_are_negative_observations_on_their_scope() -> None:
     scenario = load_scenario(scenario_path("billing-no-evidence"))
-    loop = run_in_process("Is billing-service throwing errors this morning?", source=scenario,
+    loop = run_in_process("Is billing-service throwing errors this morning?",
+                          source=ScenarioSource(scenario),
                           registry=default_registry(), known_services=scenario.services)
     empty: dict[str, ToolInvocation] = {
         i.tool_call_id: i for i in loop.invocations
@@ -188,7 +190,7 @@ def test_investigator__no_evidence_calls_are_negative_observations_on_their_scop
 
 def test_investigator__a_question_without_a_service_finds_the_failing_one() -> None:
     scenario = _checkout()
-    loop = run_in_process("Why are we returning errors?", source=scenario,
+    loop = run_in_process("Why are we returning errors?", source=ScenarioSource(scenario),
                           registry=default_registry(), known_services=scenario.services)
     assert loop.plan.service is None
     investigation = investigate(loop.transcript)
@@ -206,7 +208,8 @@ def _edited(tmp_path: Path, name: str, edit: Any) -> Scenario:
 
 
 def _root_causes(scenario: Scenario) -> list[str]:
-    loop = run_in_process(scenario.meta.question, source=scenario, registry=default_registry(),
+    loop = run_in_process(scenario.meta.question, source=ScenarioSource(scenario),
+                          registry=default_registry(),
                           known_services=scenario.services)
     investigation = investigate(loop.transcript)
     assert investigation.dropped == []
@@ -252,7 +255,7 @@ def test_investigator__a_healthy_named_dependency_is_only_a_hypothesis(tmp_path:
         return [d for d in deploys if d["version"] != "v2.3.1"]
 
     scenario = _edited(tmp_path, "checkout-pool-exhaustion", without_the_deploy)
-    loop = run_in_process(QUESTION, source=scenario, registry=default_registry(),
+    loop = run_in_process(QUESTION, source=ScenarioSource(scenario), registry=default_registry(),
                           known_services=scenario.services)
     output = ExecutorEvidenceV2.model_validate_json(loop.final_output)
     assert not [c for c in output.claims if c.kind in (ClaimKind.ROOT_CAUSE,

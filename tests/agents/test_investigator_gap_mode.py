@@ -14,6 +14,7 @@ from pipeline.agents.investigator import OfflineExecutor, investigate
 from pipeline.agents.planner import OfflinePlanner
 from pipeline.gatekeeper import gatekeep
 from pipeline.scenarios import Scenario, load_scenario, scenario_path
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry, run_tool
 
 QUESTION = "Why is catalog-service returning 503s?"
@@ -39,7 +40,8 @@ def _gap_cycle(scenario: Scenario, gaps: list[EvidenceGap]) -> tuple[Transcript,
         step = OfflineExecutor().step(transcript, registry=registry)
         if step.final_output is not None:
             return transcript, step.final_output, invocations
-        results = [run_tool(registry, r, source=scenario, max_items=50, max_bytes=16384)
+        results = [run_tool(registry, r, source=ScenarioSource(scenario), max_items=50,
+                            max_bytes=16384)
                    for r in step.tool_calls]
         invocations += results
         turn = ExecutorTurn(tool_calls=step.tool_calls, results=results)

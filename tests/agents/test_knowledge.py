@@ -8,6 +8,7 @@ from models.agent import AnswerItem, KnowledgeAnswer, ToolCallRequest
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from pipeline.agents.knowledge import OfflineKnowledgeAnswerer, validate_knowledge_answer
 from pipeline.scenarios import load_scenario, scenario_path
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry, run_tool
 
 LOOKUP_ID = "toolu_01LOOKUP000000000000000"
@@ -19,7 +20,7 @@ def _lookup(query: str = QUESTION, *, tool: str = "search_runbooks") -> ToolInvo
     arguments = {"query": query} if tool == "search_runbooks" else {}
     return run_tool(default_registry(), ToolCallRequest(tool_call_id=LOOKUP_ID, tool_name=tool,
                                                         arguments=arguments),
-                    source=scenario, max_items=50, max_bytes=16384)
+                    source=ScenarioSource(scenario), max_items=50, max_bytes=16384)
 
 
 def test_knowledge__answer_is_the_best_runbook_step_by_step() -> None:

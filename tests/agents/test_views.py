@@ -18,6 +18,7 @@ from pipeline.agents.views import answer_schema, model_view, verifier_input_from
 from pipeline.executor_output import parse_executor_output
 from pipeline.gatekeeper import gatekeep
 from pipeline.serialization import canonical_bytes
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.verifier_input import build_verifier_input
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "samples" / "bundles").glob("*.json"))
@@ -36,7 +37,7 @@ def _scenario_bundles() -> list[tuple[str, RunBundle]]:
         scenario = load_scenario(default_scenarios_dir() / info.name)
         if classify_intent(scenario.meta.question) is Intent.KNOWLEDGE_QUERY:
             continue  # one lookup, no Executor output
-        loop = run_in_process(scenario.meta.question, source=scenario,
+        loop = run_in_process(scenario.meta.question, source=ScenarioSource(scenario),
                               registry=default_registry(), known_services=scenario.services)
         bundles.append((info.name, RunBundle(query=scenario.meta.question, intent=loop.plan.intent,
                                              invocations=loop.invocations,

@@ -18,6 +18,7 @@ from pipeline.gatekeeper import gatekeep
 from pipeline.inprocess import investigate, result
 from pipeline.prompts import Prompt
 from pipeline.scenarios import default_scenarios_dir, load_scenario
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry
 from tests.spec.helpers import good_output, invocations
 
@@ -96,14 +97,15 @@ class _GapOnce:
 
 def test_gap_cycle__keeps_the_confirmed_root_cause_of_cycle_one() -> None:
     scenario = load_scenario(Path(CHECKOUT))
-    plain = investigate(scenario.meta.question, source=scenario, registry=default_registry())
+    plain = investigate(scenario.meta.question, source=ScenarioSource(scenario),
+                        registry=default_registry())
     first = result(plain)
     assert first.verdict is Verdict.PASS and "v2.3.1" in first.final_answer.answer_summary
     first_claims = {c.claim_id for c in first.self_evaluation.verifier_evaluation.claim_checks}
 
     agents = dataclasses.replace(offline_agents(), verifier=_GapOnce())
-    run = investigate(scenario.meta.question, source=scenario, registry=default_registry(),
-                      agents=agents)
+    run = investigate(scenario.meta.question, source=ScenarioSource(scenario),
+                      registry=default_registry(), agents=agents)
     final = result(run)
     kinds = [(node, kind) for node, kind, _ in run.events]
     assert ("verify", "evidence_retry") in kinds and ("execute", "supplemented") in kinds

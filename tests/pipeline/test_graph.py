@@ -17,6 +17,7 @@ from pipeline.graph import GRAPH, QUEUES, GraphError
 from pipeline.inprocess import MemoryRun, drive, run_in_process
 from pipeline.runtime import Runtime
 from pipeline.scenarios import load_scenario
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry
 from pipeline.verification import load_bundle, verify_bundle
 
@@ -120,7 +121,8 @@ def test_drivers__visit_the_same_nodes_with_the_same_events(
     celery_events = _shape(celery_runtime.store.events_since(run_id, tenant_id=TENANT))
 
     # in process: the same graph, every tool inline, the whole run
-    loop = run_in_process(scenario.meta.question, source=scenario, registry=default_registry())
+    loop = run_in_process(scenario.meta.question, source=ScenarioSource(scenario),
+                          registry=default_registry())
     memory = loop.run
     drive(GRAPH, celery_runtime.context(), memory, call_tool=None)
     assert _shape(memory.events) == celery_events
@@ -162,8 +164,8 @@ def test_execute__a_duplicate_tool_call_id_is_an_error_event_and_the_first_call_
 
     scenario = load_scenario(Path(resolve_scenario("checkout-pool-exhaustion", None)))
     agents = dataclasses.replace(offline_agents(), executor=_TwiceTheSameId())
-    run = investigate(scenario.meta.question, source=scenario, registry=default_registry(),
-                      agents=agents)
+    run = investigate(scenario.meta.question, source=ScenarioSource(scenario),
+                      registry=default_registry(), agents=agents)
     assert [(i.tool_call_id, i.tool_name) for i in run.invocations] == [
         ("toolu_01SameSameSameSameSame00", "search_logs")]
     (duplicate,) = [p for n, k, p in run.events if k == "duplicate_tool_call"]

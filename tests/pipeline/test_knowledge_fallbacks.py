@@ -32,6 +32,7 @@ from pipeline.inprocess import MemoryRun, investigate, result
 from pipeline.prompts import load_prompt
 from pipeline.scenarios import load_scenario
 from pipeline.serialization import sha256_hex
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools.registry import default_registry
 
 SCENARIO = "knowledge-payment-db-credentials"
@@ -93,8 +94,8 @@ def _run(knowledge: Any) -> tuple[MemoryRun, RunResult]:
     scenario = load_scenario(Path(resolve_scenario(SCENARIO, None)))
     agents = dataclasses.replace(offline_agents(), knowledge=knowledge)
     assert agents.classify_intent(scenario.meta.question) is Intent.KNOWLEDGE_QUERY
-    run = investigate(scenario.meta.question, source=scenario, registry=default_registry(),
-                      agents=agents)
+    run = investigate(scenario.meta.question, source=ScenarioSource(scenario),
+                      registry=default_registry(), agents=agents)
     return run, result(run)
 
 

@@ -23,6 +23,7 @@ from pipeline.factory import offline_agents, resolve_scenario
 from pipeline.inprocess import investigate, result
 from pipeline.prompts import Prompt, load_prompt, merge_prompt_uses, prompt_audit, prompts_used
 from pipeline.scenarios import load_scenario
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools.registry import default_registry
 from pipeline.verification import load_bundle, verify_bundle
 
@@ -146,7 +147,8 @@ def test_used__an_offline_diagnosis_lists_what_made_attempts() -> None:
     """The offline Planner and Executor are code that sends no prompt and makes no attempt;
     the offline Verifier and Composer answer under their prompts like any model."""
     scenario = load_scenario(Path(resolve_scenario("checkout-pool-exhaustion", None)))
-    run = investigate(scenario.meta.question, source=scenario, registry=default_registry())
+    run = investigate(scenario.meta.question, source=ScenarioSource(scenario),
+                      registry=default_registry())
     outcome = result(run)
     assert outcome.status == "SUCCESS"
     assert _used(outcome) == prompts_used(run.attempts) == [
@@ -170,8 +172,8 @@ class _RenamedAfterEachCall:
 def test_used__the_gap_cycle_keeps_the_first_cycles_uses() -> None:
     scenario = load_scenario(Path(resolve_scenario("catalog-pricing-rate-limit", None)))
     agents = dataclasses.replace(offline_agents(), verifier=_RenamedAfterEachCall())
-    run = investigate(scenario.meta.question, source=scenario, registry=default_registry(),
-                      agents=agents)
+    run = investigate(scenario.meta.question, source=ScenarioSource(scenario),
+                      registry=default_registry(), agents=agents)
     assert run.state.pipeline.evidence_retry_count == 1
     assert {a.cycle for a in run.attempts} == {0, 1}
     used = _used(result(run))

@@ -20,6 +20,7 @@ from pipeline.agents.investigator import OfflineExecutor
 from pipeline.agents.planner import OfflinePlanner
 from pipeline.evidence_retry import carry, supplement
 from pipeline.scenarios import Scenario
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import ToolRegistry, run_tool
 
 MAX_TURNS = 4
@@ -47,7 +48,8 @@ def gap_cycle(scenario: Scenario, gaps: Sequence[EvidenceGap], *,
         step = OfflineExecutor().step(transcript, registry=registry)
         if step.final_output is not None:
             return GapCycle(plan, transcript, invocations, step.final_output)
-        results = [run_tool(registry, request, source=scenario, max_items=50, max_bytes=16384)
+        results = [run_tool(registry, request, source=ScenarioSource(scenario), max_items=50,
+                            max_bytes=16384)
                    for request in step.tool_calls]
         invocations += results
         turn = ExecutorTurn(tool_calls=step.tool_calls, results=results)

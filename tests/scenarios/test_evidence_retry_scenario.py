@@ -35,6 +35,7 @@ from pipeline.attempts import AttemptLog
 from pipeline.inprocess import run_in_process
 from pipeline.routing import Node, after_verify, valid_critical_gaps
 from pipeline.scenarios import Scenario, load_scenario, scenario_path
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry
 
 NAME = "catalog-pricing-rate-limit"
@@ -87,7 +88,8 @@ class Retried:
 def _retried(folder: Path) -> Retried:
     scenario = load_scenario(folder)
     registry = default_registry()
-    loop = run_in_process(scenario.meta.question, source=scenario, registry=registry,
+    loop = run_in_process(scenario.meta.question, source=ScenarioSource(scenario),
+                          registry=registry,
                           known_services=scenario.services)
     first = _judge(scenario, json.loads(loop.final_output), list(loop.invocations))
     gap = gap_cycle(scenario, first.gaps, registry=registry)

@@ -39,6 +39,7 @@ from pipeline.gatekeeper import gatekeep
 from pipeline.inprocess import run_in_process
 from pipeline.routing import evidence_retry_eligible, valid_critical_gaps
 from pipeline.scenarios import Scenario, list_scenarios, load_scenario, scenario_path
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import ToolRegistry, default_registry, run_tool
 from pipeline.verification import verify_bundle
 
@@ -68,7 +69,8 @@ class Outcome:
 def investigate_scenario(folder: Path) -> Outcome:
     scenario = load_scenario(folder)
     registry = default_registry()
-    loop = run_in_process(scenario.meta.question, source=scenario, registry=registry,
+    loop = run_in_process(scenario.meta.question, source=ScenarioSource(scenario),
+                          registry=registry,
                           known_services=scenario.services)
     investigation = investigate(loop.transcript)
     assert investigation.output.model_dump_json(indent=2) == loop.final_output
@@ -224,7 +226,7 @@ def test_scenario__knowledge_answer_cites_only_returned_documents(name: str) -> 
     lookup = run_tool(registry, ToolCallRequest(tool_call_id="toolu_01KNOWLEDGE0000000000000",
                                                 tool_name=step.tool_name,
                                                 arguments=step.arguments),
-                      source=scenario, max_items=50, max_bytes=16384)
+                      source=ScenarioSource(scenario), max_items=50, max_bytes=16384)
     answer = OfflineKnowledgeAnswerer().answer(scenario.meta.question, lookup)
     assert validate_knowledge_answer(answer, lookup) == []
     assert lookup.projection is not None

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from pipeline.errors import (
 from pipeline.factory import build_runtime
 from pipeline.runtime import Runtime
 from pipeline.scenarios import default_scenarios_dir
+from pipeline.sources import UnknownSourceError
 from pipeline.store import RunStore, make_engine
 from tasks import client as client_module
 from tasks.client import VerityClient
@@ -227,3 +229,71 @@ def test_client__another_tenants_run_is_an_unknown_run(
     assert (record.tenant_id, record.cancel_requested) == (TENANT, False)
     assert [e.kind for e in client.events(run_id)] == ["accepted"]
     assert other.runtime.store.list_runs(tenant_id="team-b") == []
+
+
+# -- named sources (issue 13) ----------------------------------------------------------------
+
+
+@pytest.fixture
+def sources_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    file = tmp_path / "config.toml"
+    file.write_text('default_source = "demo"\n'
+                    '[sources.prod.prometheus]\nurl = "http://prometheus.invalid:9090"\n'
+                    '[sources.demo]\nscenario = "checkout-pool-exhaustion"\n', encoding="utf-8")
+    monkeypatch.setenv("VERITY_CONFIG", str(file))
+    return file
+
+
+@pytest.mark.usefixtures("sources_file")
+@pytest.mark.parametrize("name", ["nope", "scenario:nope", "prod@not-a-time"])
+def test_submit__an_unknown_source_is_one_line_and_writes_nothing(
+    client: VerityClient, store: RunStore, name: str
+) -> None:
+    with pytest.raises(InputError) as raised:
+        client.submit(QUESTION, source=name)
+    assert "\n" not in str(raised.value)
+    assert store.list_runs(tenant_id=TENANT) == []
+
+
+@pytest.mark.usefixtures("sources_file")
+def test_submit__an_unknown_name_lists_the_configured_ones(client: VerityClient) -> None:
+    with pytest.raises(UnknownSourceError, match=r"^unknown source 'nope' \(known: prod, demo; "):
+        client.submit(QUESTION, source="nope")
+
+
+@pytest.mark.usefixtures("sources_file")
+def test_submit__a_configured_backend_source_is_pinned_at_submit_or_at(
+    client: VerityClient, store: RunStore
+) -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
+    stored = store.get_run(client.submit(QUESTION, source="prod"), tenant_id=TENANT).data_source
+    assert stored is not None and stored.startswith("prod@")
+    pinned = datetime.fromisoformat(stored.removeprefix("prod@"))
+    assert before <= pinned <= datetime.now(UTC)
+    at = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
+    run_id = client.submit(QUESTION, source="prod", at=at)
+    assert store.get_run(run_id, tenant_id=TENANT).data_source == "prod@2026-12-01T17:00:00Z"
+
+
+@pytest.mark.usefixtures("sources_file")
+def test_submit__scenarios_keep_their_time_unless_at_is_given(
+    client: VerityClient, store: RunStore
+) -> None:
+    def stored(**kw: Any) -> str | None:
+        return store.get_run(client.submit(QUESTION, **kw), tenant_id=TENANT).data_source
+
+    at = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
+    assert stored(source="demo") == "demo"
+    assert stored(source="scenario:checkout-pool-exhaustion", at=at) == \
+        "scenario:checkout-pool-exhaustion@2026-11-30T14:00:00Z"
+    assert stored(data_source=str(CHECKOUT), at=at) == f"{CHECKOUT}@2026-11-30T14:00:00Z"
+    assert stored() == "demo"  # the sources file's default_source
+
+
+def test_submit__source_and_data_source_together_are_refused(
+    client: VerityClient, store: RunStore
+) -> None:
+    with pytest.raises(InputError, match="a source or a data_source, not both"):
+        client.submit(QUESTION, source="scenario:checkout-pool-exhaustion",
+                      data_source=str(CHECKOUT))
+    assert store.list_runs(tenant_id=TENANT) == []

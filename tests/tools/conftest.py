@@ -10,6 +10,7 @@ import pytest
 from models.agent import ToolCallRequest
 from models.invocation import ToolInvocation
 from pipeline.scenarios import Scenario, default_scenarios_dir, load_scenario
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import ToolRegistry, default_registry, run_tool
 
 Call = Callable[..., ToolInvocation]
@@ -39,7 +40,8 @@ def call(registry: ToolRegistry) -> Call:
             **arguments: Any) -> ToolInvocation:
         request = ToolCallRequest(tool_call_id="toolu_01TESTxxxxxxxxxxxxxxxxx", tool_name=tool,
                                   arguments=arguments)
-        return run_tool(registry, request, source=_scenario(name), max_items=max_items,
+        return run_tool(registry, request, source=ScenarioSource(_scenario(name)),
+                        max_items=max_items,
                         max_bytes=max_bytes)
 
     return run

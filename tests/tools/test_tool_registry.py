@@ -11,8 +11,9 @@ from models.agent import ToolCallRequest
 from models.invocation import EvidenceStatus, LifecycleStatus, QueryScope
 from pipeline.errors import VerityError
 from pipeline.scenarios import Scenario
+from pipeline.sources import DataSource
+from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import (
-    IncidentSource,
     Tool,
     ToolArgumentError,
     ToolOutput,
@@ -34,7 +35,7 @@ class ExplodeArgs(ArgsModel):
     how: str = Field(default="boom", description="What to raise.")
 
 
-def _explode(_source: IncidentSource, args: ExplodeArgs) -> ToolOutput:
+def _explode(_source: DataSource, args: ExplodeArgs) -> ToolOutput:
     if args.how == "reserved":
         return ToolOutput(result={"scope": "mine"}, scope=QueryScope(), found=True)
     raise RuntimeError(f"{args.how}\n  File \"tool.py\", line 3, in explode\nsecret detail")
@@ -48,7 +49,8 @@ def _request(tool: str, **arguments: Any) -> ToolCallRequest:
 
 
 def _run(registry: ToolRegistry, request: ToolCallRequest, source: Scenario) -> Any:
-    return run_tool(registry, request, source=source, max_items=50, max_bytes=16384)
+    return run_tool(registry, request, source=ScenarioSource(source), max_items=50,
+                    max_bytes=16384)
 
 
 def test_registry__default_has_the_six_builtin_tools_in_order() -> None:
