@@ -173,10 +173,11 @@ def _copy_runs(db_url: str, templates: list[tuple[str, str]], *, total: int) -> 
 
 def _in_process(runtime: Any, templates: list[tuple[str, str]], *, seconds: float
                 ) -> dict[str, Any]:
-    """`verity verify`'s work on the exported template bundles, one after another, for
-    `seconds`: each bundle's JSON text is loaded (checked against the input limits) and
-    verified. Warm (the facts of texts already read are kept across runs, as in a worker) and
-    cold (that cache cleared before each run: the copies share every text, real runs fewer)."""
+    """`verity verify --json`'s work on the exported template bundles, one after another, for
+    `seconds`: each bundle's JSON text is loaded (checked against the input limits), verified
+    and its result serialized as verify prints it (not written: no terminal in the figure).
+    Warm (the facts of texts already read are kept across runs, as in a worker) and cold
+    (that cache cleared before each run: the copies share every text, real runs fewer)."""
     from pipeline import facts
     from pipeline.factory import offline_agents
     from pipeline.verification import load_bundle, verify_bundle
@@ -185,15 +186,18 @@ def _in_process(runtime: Any, templates: list[tuple[str, str]], *, seconds: floa
              for run_id, _ in templates]
     agents = offline_agents()
     out: dict[str, Any] = {}
+    printed = 0
     for mode in ("cold", "warm"):
         done, started = 0, time.perf_counter()
         while time.perf_counter() - started < seconds / 2:
             for text in texts:
                 if mode == "cold":
                     facts.clear_caches()
-                verify_bundle(load_bundle(text, settings=runtime.settings),
-                              verifier=agents.verifier, composer=agents.composer,
-                              settings=runtime.settings)
+                run = verify_bundle(load_bundle(text, settings=runtime.settings),
+                                    verifier=agents.verifier, composer=agents.composer,
+                                    settings=runtime.settings)
+                printed += len(json.dumps(run.result.model_dump(mode="json"),
+                                          ensure_ascii=False))
                 done += 1
         elapsed = time.perf_counter() - started
         out[mode] = {"runs": done, "seconds": round(elapsed, 2),

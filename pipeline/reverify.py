@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,36 +243,58 @@ def judge_chunk(
     (cancelled). `concurrent` judges the whole chunk at once, one thread per item (so that
     Message Batches gather its requests), and writes once. An item that cannot be re-judged
     is an item error with a one-line reason; only the store's own errors end the chunk (its
-    message is retried)."""
+    message is retried).
+
+    The store's reads and writes run on one I/O thread beside the judging: the next group's
+    runs are read, and the last group's results written, while this group is judged (the
+    database works on another core meanwhile). A write's error is raised before the next."""
     batch = store.get_batch(batch_id)
     if batch.status is not BatchStatus.RUNNING:
         return ChunkOutcome(0, stopped=batch.status.value)
     pending = store.pending_items(batch_id, start=start, end=end)
-    loaded = store.load_for_judging([run_id for _, run_id in pending], tenant_id=batch.tenant_id)
     verifier, composer = judges(batch)
-
-    def one(item: tuple[int, str]) -> tuple[ItemResult, list[LlmAttempt]]:
-        return _judge_one(item[0], item[1], loaded[item[1]], verifier=verifier,
-                          composer=composer, settings=settings)
-
     step = max(len(pending), 1) if concurrent else flush_every
-    judged = 0
-    for first in range(0, len(pending), step):
-        if first:
-            status = store.get_batch(batch_id).status
-            if status is not BatchStatus.RUNNING:
-                return ChunkOutcome(judged, stopped=status.value)
-        part = pending[first:first + step]
+    groups = [pending[first:first + step] for first in range(0, len(pending), step)]
+
+    def load(part: Sequence[tuple[int, str]]) -> dict[str, Any]:
+        return dict(store.load_for_judging([run_id for _, run_id in part],
+                                           tenant_id=batch.tenant_id))
+
+    def judged_group(part: Sequence[tuple[int, str]], loaded: dict[str, Any]
+                     ) -> list[tuple[ItemResult, list[LlmAttempt]]]:
+        def one(item: tuple[int, str]) -> tuple[ItemResult, list[LlmAttempt]]:
+            return _judge_one(item[0], item[1], loaded[item[1]], verifier=verifier,
+                              composer=composer, settings=settings)
+
         if concurrent and len(part) > 1:
             with ThreadPoolExecutor(max_workers=len(part),
                                     thread_name_prefix="verity-judge") as pool:
-                judged_part = list(pool.map(one, part))
-        else:
-            judged_part = [one(item) for item in part]
-        judged += store.record_items(batch_id, [r for r, _ in judged_part],
-                                     [a for _, spent in judged_part for a in spent])
-        if progress is not None:
-            progress(first + len(part), len(pending))
+                return list(pool.map(one, part))
+        return [one(item) for item in part]
+
+    judged, done = 0, 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="verity-batch-io") as io:
+        loading = io.submit(load, groups[0]) if groups else None
+        writing: Future[int] | None = None
+        for index, part in enumerate(groups):
+            if index:
+                status = store.get_batch(batch_id).status
+                if status is not BatchStatus.RUNNING:
+                    judged += writing.result() if writing is not None else 0
+                    return ChunkOutcome(judged, stopped=status.value)
+            assert loading is not None
+            loaded = loading.result()
+            if index + 1 < len(groups):
+                loading = io.submit(load, groups[index + 1])
+            results = judged_group(part, loaded)
+            if writing is not None:
+                judged += writing.result()
+            writing = io.submit(store.record_items, batch_id, [r for r, _ in results],
+                                [a for _, spent in results for a in spent])
+            done += len(part)
+            if progress is not None:
+                progress(done, len(pending))
+        judged += writing.result() if writing is not None else 0
     return ChunkOutcome(judged)
 
 
