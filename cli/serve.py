@@ -5,6 +5,7 @@ and a token made for the session and printed in the page's URL."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 from contextlib import ExitStack
@@ -51,15 +52,24 @@ def serve(
     with ExitStack() as stack:
         runtime = runtime_from(settings)
         stack.callback(runtime.store.close)
+        secret = None
         if embedded:
             from tasks.embedded import embedded_worker
 
             stack.enter_context(embedded_worker(runtime, join_timeout=0.2))
-            _announce(stack, runtime.store, tenant=owner, listener=listener)
+            secret = _session_token(stack, runtime.store, tenant=owner)
         app = create_app(lambda t: VerityClient(runtime, tenant=t), ApiSettings())
         config = uvicorn.Config(app, log_level=log_level, proxy_headers=False,
                                 server_header=False, timeout_graceful_shutdown=3)
+        _announce(listener, secret=secret, tenant=owner)
+        # uvicorn re-raises the SIGTERM it stopped on: exit through the stack, which revokes
+        # the session's token and stops the worker
+        signal.signal(signal.SIGTERM, _exit)
         uvicorn.Server(config).run(sockets=[listener])
+
+
+def _exit(signum: int, _: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -76,14 +86,23 @@ def _listen(host: str, port: int) -> socket.socket:
     return listener
 
 
-def _announce(stack: ExitStack, store: Any, *, tenant: str, listener: socket.socket) -> None:
-    """Make this session's token (revoked when the server stops) and print the page's URL."""
+def _session_token(stack: ExitStack, store: Any, *, tenant: str) -> str:
+    """A token of `tenant` for this server's life (revoked when it stops); its secret."""
     secret = new_secret()
     token = store.create_token(token_id=new_token_id(), tenant_id=tenant, name="serve-embedded",
                                secret_sha256=hash_secret(secret))
     stack.callback(store.revoke_token, token.token_id)
+    return secret
+
+
+def _announce(listener: socket.socket, *, secret: str | None, tenant: str) -> None:
+    """Print where the page is (listening already: a request now waits for the app)."""
     host, port = listener.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    sys.stdout.write(f"Verity (embedded) on http://{shown}:{port}/#token={secret}\n"
-                     f"API token of tenant {tenant} for this session: {secret}\n")
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    if secret is None:
+        sys.stdout.write(f"Verity on {url} (API docs at {url}docs)\n")
+    else:
+        sys.stdout.write(f"Verity on {url}#token={secret}\n"
+                         f"(embedded: runs execute in this process; the token acts as tenant "
+                         f"{tenant} until the server stops)\n")
     sys.stdout.flush()

@@ -38,9 +38,14 @@ async function route() {
   current.abort();
   current = new AbortController();
   const { signal } = current;
-  notify(token.get() ? "" : "Paste an API token above (verity tokens create), or open the "
-    + "URL `verity serve --embedded` printed.");
   clear(view);
+  if (!token.get()) {
+    notify("Paste an API token above (verity tokens create), or open the URL "
+      + "`verity serve --embedded` printed.");
+    document.getElementById("token").focus();
+    return;
+  }
+  notify("");
   const [, kind, id] = location.hash.replace(/^#\/?/, "/").split("/").map(decodeURIComponent);
   try {
     if (kind === "runs" && id) await showRun(view, id, { signal, notify });
