@@ -8,6 +8,7 @@ the one place that turns a source into what `VerityClient.submit` takes, so name
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from api.schemas import SourceInfo
 from pipeline.errors import InputError
@@ -34,3 +35,12 @@ def data_source_of(source: str) -> str:
     if not _NAME.fullmatch(name) or name not in folders:
         raise InputError(f"unknown source {source[:80]!r}: GET /sources lists them")
     return resolve_scenario(None, folders[name])
+
+
+def document_sources(document: dict[str, Any]) -> None:
+    """Name the sources in the OpenAPI document: `CreateRun.source` is one of `GET /sources`'
+    names (a client, or a schema-driven test, can tell a valid source from the schema)."""
+    schemas = document.get("components", {}).get("schemas", {})
+    field = schemas.get("CreateRun", {}).get("properties", {}).get("source")
+    if field is not None:
+        field["enum"] = [info.name for info in list_sources()]
