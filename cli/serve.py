@@ -75,7 +75,9 @@ def _exit(signum: int, _: object) -> None:
 def _listen(host: str, port: int) -> socket.socket:
     """The bound listening socket (so a port of 0 is known before uvicorn starts)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and
+    # without it a kept-alive response waits ~40 ms (Nagle against the client's delayed ACK)
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((host, port))

@@ -54,6 +54,13 @@ def test_serve_embedded_runs_a_posted_run_and_serves_the_page(tmp_path: Path) ->
                 time.sleep(0.1)
             assert record["status"] == "SUCCESS" and record["tenant_id"] == "default"
             assert http.get("/readyz").json()["checks"] == {"database": "ok", "broker": "ok"}
+            # kept-alive requests answer at once (no Nagle wait: ~40 ms each without NODELAY)
+            took = []
+            for _ in range(9):
+                started = time.perf_counter()
+                http.get("/healthz")
+                took.append(time.perf_counter() - started)
+            assert sorted(took)[4] < 0.025, took
     finally:
         server.terminate()
         server.wait(15)
