@@ -11,6 +11,7 @@ fake Anthropic server (tests/chaos/harness.py), it measures, and prints as one J
     python bench/http.py [--runs 40] [--followers 200] [--latency 0.25]
 """
 
+# ruff: noqa: E402 - the path is fixed before the imports (this file shadows `http`)
 from __future__ import annotations
 
 import sys
