@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib.resources import files
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from fastapi import Depends, FastAPI, Request
@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import errors
 from api.auth import RateLimiter, Unauthorized, authenticate
 from api.settings import ApiSettings
+from api.sources import document_sources
 from api.sse import FeedHub
 from models.run import DEFAULT_TENANT
 from models.token import ApiToken
@@ -120,6 +121,21 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
+class NoNul:
+    """422 for a path or query string with a NUL character (%00): no store column holds one."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and ("\x00" in scope["path"]
+                                        or b"%00" in scope.get("query_string", b"")):
+            response = errors.error_response(422, "NUL characters are not allowed in a URL")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def create_app(client_factory: ClientFactory, settings: ApiSettings | None = None) -> FastAPI:
     """The API over the producer clients `client_factory` makes, one per tenant."""
     from api import routes
@@ -143,9 +159,19 @@ def create_app(client_factory: ClientFactory, settings: ApiSettings | None = Non
                   description="Evidence-grounded incident diagnosis: enqueue runs, follow "
                   "their events, read their answers.")
     app.state.verity = state
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document_sources(generate())
+        assert app.openapi_schema is not None
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     errors.install(app)
     app.include_router(routes.router)
     app.add_middleware(BodyLimit, max_bytes=chosen.max_body_bytes)
+    app.add_middleware(NoNul)
     app.mount("/", StaticFiles(directory=str(files("api") / "static"), html=True),
               name="static")
     return app

@@ -29,6 +29,7 @@ from api.schemas import (
     OnDisconnect,
     RunPage,
     SourceList,
+    VerdictLabel,
 )
 from api.sources import list_sources, source_name
 from api.sse import EventStream, named_frame
@@ -102,32 +103,23 @@ def list_runs(
     since: Annotated[datetime | None, Query(description="Created at or after (ISO 8601).")] = None,
     until: Annotated[datetime | None, Query(description="Created before (ISO 8601).")] = None,
     session: Annotated[str | None, Query(description="Only this session's runs.")] = None,
-    verdict: Annotated[list[str] | None, Query(
-        description="PASS, LOW_CONFID, REJECT or null; repeatable.")] = None,
+    verdict: Annotated[list[VerdictLabel] | None, Query(
+        description="PASS, LOW_CONFID, REJECT or null (no verdict); repeatable.")] = None,
     status: Annotated[list[RunStatus] | None, Query(description="Run status; repeatable.")] = None,
     model: Annotated[list[str] | None, Query(description="A model the run used.")] = None,
     limit: Annotated[int, Query(ge=1, description="Page size.")] = 20,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the page before.")] = None,
+    cursor: Annotated[str | None, Query(
+        description="`next_cursor` of the page before (opaque; another value is 422).",
+        json_schema_extra={"pattern": "^[A-Za-z0-9_-]{1,512}$"})] = None,
 ) -> RunPage:
     """The tenant's runs, newest first (the filters of `verity runs`), in keyset pages."""
     size = min(limit, state_of(request).settings.page_max)
     selection = Selection(since=since, until=until, session_id=session,
-                          verdicts=_verdicts(verdict), statuses=status or [],
+                          verdicts=list(verdict or []), statuses=status or [],
                           models=model or [], limit=size + 1)
     found = who.client.runs(selection, after=_decode_cursor(cursor))
     page, more = found[:size], len(found) > size
     return RunPage(runs=page, next_cursor=_encode_cursor(page[-1]) if more else None)
-
-
-_VERDICTS = ("PASS", "LOW_CONFID", "REJECT", "null")
-
-
-def _verdicts(values: list[str] | None) -> list[str]:
-    chosen = [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
-    bad = [v for v in chosen if v not in _VERDICTS]
-    if bad:
-        raise InputError(f"verdict {bad[0][:40]!r}: choose among {', '.join(_VERDICTS)}")
-    return chosen
 
 
 def _encode_cursor(record: RunRecord) -> str:
@@ -158,6 +150,9 @@ def cancel_run(run_id: str, who: CallerDep) -> Cancelled:
     return Cancelled(id=run_id, cancelled=who.client.cancel(run_id))
 
 
+_EVENT_ID = "^[0-9]{1,12}$"
+
+
 @router.get("/runs/{run_id}/events", tags=["runs"], response_model=EventPage,
             responses={**_ERRORS, **_SSE})
 async def run_events(
@@ -165,8 +160,9 @@ async def run_events(
     after: Annotated[int, Query(ge=0, description="Events with a seq above this.")] = 0,
     follow: Annotated[bool, Query(
         description="Stream (SSE) until the run ends; false: one JSON page now.")] = True,
-    last_event_id: Annotated[str | None, Header(
-        description="Resume a stream after this event id (wins over `after`).")] = None,
+    last_event_id: Annotated[str, Header(
+        description="Resume a stream after this event id (wins over `after`).",
+        json_schema_extra={"pattern": _EVENT_ID})] = "",
 ) -> Response:
     """The run's events: an SSE stream (resumable with Last-Event-ID) or one JSON page.
     Following a run never changes it: a viewer may go away at any time."""
@@ -180,8 +176,8 @@ async def run_events(
     return EventStream(state_of(request).hub.frames(client, run_id, after=start))
 
 
-def _resume_point(last_event_id: str | None, after: int) -> int:
-    if last_event_id is None or not last_event_id.strip():
+def _resume_point(last_event_id: str, after: int) -> int:
+    if not last_event_id.strip():
         return after
     value = last_event_id.strip()
     if not value.isdigit() or len(value) > 12:

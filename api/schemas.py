@@ -5,19 +5,49 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from models.batch import BatchRecord, Selection
 from models.common import RunStatus
 from models.run import RunEvent, RunRecord
+
+VerdictLabel = Literal["PASS", "LOW_CONFID", "REJECT", "null"]
+"""A verdict as a filter names it; `null` is a run without one."""
+
+ProviderName = Literal["offline", "anthropic"]
+"""Who judges a batch's items."""
 
 
 class Body(BaseModel):
     """Base of request bodies: unknown fields are errors (422), not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _unicode_only(self) -> Self:
+        # JSON may escape NUL (\\u0000) and lone surrogates (\\udc80), which no database
+        # column stores: 422 here, not a 500 from the store
+        _check_unicode(self.model_dump())
+        return self
+
+
+def _check_unicode(value: Any) -> None:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("text must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("text must be valid Unicode (no lone surrogates)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_unicode(key)
+            _check_unicode(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_unicode(item)
 
 
 class OnDisconnect(StrEnum):
@@ -89,8 +119,17 @@ class CreateBatch(Body):
     """`POST /batches`: re-verify the tenant's ended runs that `selection` picks."""
 
     selection: Selection = Field(default_factory=Selection, description="Which runs.")
-    provider: str | None = Field(default=None, description="offline or anthropic.")
-    message_batches: bool = Field(default=False, description="Claude through Message Batches.")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        # Message Batches are Claude's: the schema says so, as the server does (422 otherwise)
+        "if": {"properties": {"message_batches": {"const": True}},
+               "required": ["message_batches"]},
+        "then": {"properties": {"provider": {"const": "anthropic"}}, "required": ["provider"]},
+    })
+
+    provider: ProviderName | None = Field(
+        default=None, description="offline or anthropic (default: the server's provider).")
+    message_batches: bool = Field(
+        default=False, description="Claude through Message Batches (provider anthropic).")
     chunk_size: int = Field(default=50, ge=1, le=1000, description="Items per chunk task.")
 
 

@@ -7,6 +7,8 @@ app does not choose files on the workers' disks.
 
 from __future__ import annotations
 
+from typing import Any
+
 from api.schemas import SourceInfo
 from pipeline.errors import InputError
 from pipeline.scenarios import list_scenarios
@@ -38,3 +40,12 @@ def source_name(source: str) -> str:
         return name
     shipped = {info.name for info in list_scenarios(registry.scenarios_dir)}
     return f"{SCENARIO_PREFIX}{name}" if name in shipped else name
+
+
+def document_sources(document: dict[str, Any]) -> None:
+    """Name the sources in the OpenAPI document: `CreateRun.source` is one of `GET /sources`'
+    names (a client, or a schema-driven test, can tell a valid source from the schema)."""
+    schemas = document.get("components", {}).get("schemas", {})
+    field = schemas.get("CreateRun", {}).get("properties", {}).get("source")
+    if field is not None:
+        field["enum"] = [info.name for info in list_sources()]

@@ -36,4 +36,17 @@ if ! redis_up; then
 fi
 
 "$(dirname "$0")/ensure_prometheus.sh" || true
+
+# The browser tests (tests/web) drive Debian's Chromium; Playwright never downloads one.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "services: installing chromium" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    chromium() { apt-get install -y -q --no-install-recommends chromium >/dev/null; }
+    chromium || { apt-get update -q >/dev/null && chromium; } \
+      || echo "services: apt-get install chromium failed" >&2
+  else
+    echo "services: /usr/bin/chromium is missing and this is not root: install chromium" >&2
+  fi
+fi
 exit 0

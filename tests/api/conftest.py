@@ -157,7 +157,7 @@ def world(database_url_module: str, redis_url: str,
                     ready=b"ready.")
         found.start("worker-rest", "worker", "--queues", "control,tools,batch",
                     "--concurrency", "4", ready=b"ready.")
-        found.start("serve", "serve", "--port", str(port), ready=b"Uvicorn running")
+        found.start("serve", "serve", "--port", str(port), ready=b"Verity on http")
         yield found
     finally:
         found.stop()

@@ -1,0 +1,129 @@
+"""The page in headless Chromium against real workers: ask a question and watch the nodes
+appear while the run is still going, click a claim and see the excerpt its binding points
+at, open a batch report, and data shown as text, never as markup."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import World
+from tests.web.conftest import save_screenshot
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+SOURCE = "scenario:checkout-pool-exhaustion"
+QUESTION = "Why is checkout-service returning 500s?"
+TERMINAL = {"SUCCESS", "FALLBACK", "FAILED", "CANCELLED"}
+VERIFIER_HOLD_S = 2.0
+
+
+def _wait_run(world: World, secret: str, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    with world.http(secret) as http:
+        while True:
+            record: dict[str, Any] = http.get(f"/runs/{run_id}").json()
+            if record["status"] in TERMINAL:
+                return record
+            assert time.monotonic() < deadline, f"run {run_id} still {record['status']}"
+            time.sleep(0.2)
+
+
+def _create_run(world: World, secret: str, question: str = QUESTION) -> str:
+    with world.http(secret) as http:
+        created = http.post("/runs", json={"question": question, "source": SOURCE})
+    assert created.status_code == 202, created.text
+    return str(created.json()["run_id"])
+
+
+def test_ask_watch_the_nodes_live_and_click_a_claim_for_its_evidence(
+        world: World, page: Any, tmp_path: Path) -> None:
+    secret = world.token()
+    world.fake.set_latency(VERIFIER_HOLD_S, "verifier")
+    try:
+        page.goto(f"{world.base_url}/#token={secret}")
+        page.wait_for_selector(f'#source option[value="{SOURCE}"]', state="attached")
+        page.select_option("#source", SOURCE)
+        page.fill("#question", QUESTION)
+        page.click("#ask")
+        # the Verifier is held: gatekeep is on the page while the run has not ended
+        page.wait_for_selector('#nodes li[data-node="gatekeep"]')
+        assert page.locator('#nodes li[data-node="finalize"]').count() == 0
+        assert page.locator("#claims").count() == 0
+        page.wait_for_selector('#nodes li[data-node="finalize"]', timeout=60_000)
+    finally:
+        world.fake.set_latency(0.0, "verifier")
+    page.wait_for_selector("#claims .claim")
+    run_id = page.url.rsplit("/", 1)[-1]
+    record = _wait_run(world, secret, run_id)
+    assert record["status"] == "SUCCESS", record["status"]
+    shown = page.locator("#nodes > li.node").evaluate_all("items => items.map(i => i.dataset.node)")
+    assert shown[:2] == ["submit", "plan"] and shown[-1] == "finalize", shown
+
+    evaluation = record["self_evaluation"]["verifier_evaluation"]
+    evidence = evaluation["verified_evidence"][0]
+    check = next(c for c in evaluation["claim_checks"] if c["claim_id"] == evidence["claim_id"])
+    claim = page.locator(f'#claims .claim[data-claim="{evidence["claim_id"]}"]')
+    assert claim.locator(".badge").get_attribute("data-value") == check["verification"]
+    claim.click()
+    assert claim.get_attribute("aria-selected") == "true"
+    panel = page.locator("#evidence")
+    marks = panel.locator(".excerpt mark").all_text_contents()
+    assert evidence["matched_text"] in marks, (marks, evidence["matched_text"])
+    text = panel.text_content() or ""
+    scope = evidence["scope"]
+    for expected in (evidence["tool_name"], evidence["invocation_id"], evidence["path"],
+                     scope["service"], scope["filter"]):
+        assert expected and expected in text, expected
+    assert page.locator("#answer .summary").text_content() == (
+        record["final_answer"]["answer_summary"])
+    assert page.locator("#gatekeeper").count() == 1 and page.locator("#gaps").count() == 1
+    shot = save_screenshot(page, tmp_path, "run-view.png")
+    assert shot.stat().st_size > 10_000
+
+
+def test_a_batch_report_shows_the_verdict_transition_matrix(world: World, page: Any) -> None:
+    secret = world.token()
+    run_id = _create_run(world, secret)
+    old = _wait_run(world, secret, run_id)["verdict"]
+    page.goto(f"{world.base_url}/#token={secret}")
+    page.goto(f"{world.base_url}/#/batches")
+    page.click("#reverify")
+    page.wait_for_selector('#batch .badge[data-value="COMPLETED"]', timeout=60_000)
+    batch_id = page.url.rsplit("/", 1)[-1]
+    with world.http(secret) as http:
+        report = http.get(f"/batches/{batch_id}/report").json()
+    assert report["judged"] == 1 and report["batch"]["status"] == "COMPLETED"
+    cells = page.locator("#matrix td").evaluate_all(
+        "cells => cells.map(c => [c.dataset.from, c.dataset.to, Number(c.textContent)])")
+    shown = {(frm, to): n for frm, to, n in cells}
+    expected = {(frm, to): n for frm, row in report["transitions"].items()
+                for to, n in row.items()}
+    assert shown == expected and sum(shown.values()) == 1
+    assert any(frm == old and n == 1 for (frm, _), n in shown.items())
+
+
+def test_data_is_shown_as_text_never_as_markup(world: World, page: Any) -> None:
+    secret = world.token()
+    hostile = '<img src=x onerror="window.pwned=1">Why is checkout-service failing?'
+    run_id = _create_run(world, secret, hostile)
+    page.goto(f"{world.base_url}/#token={secret}")
+    page.wait_for_selector(f'#runs tr[data-run="{run_id}"]')
+    page.goto(f"{world.base_url}/#/runs/{run_id}")
+    page.wait_for_selector('#nodes li[data-node="finalize"]', timeout=60_000)
+    assert page.locator("#run-question").text_content() == hostile
+    assert page.locator("#view img").count() == 0
+    assert page.evaluate("window.pwned") is None
+
+
+def test_without_a_valid_token_the_page_says_so_in_one_line(world: World, page: Any) -> None:
+    page.goto(world.base_url)
+    page.wait_for_selector("#notice:not([hidden])")
+    assert "API token" in (page.text_content("#notice") or "")
+    page.fill("#token", "vrt_not-a-token")
+    page.click("#token-form button")
+    page.wait_for_function(
+        "() => document.getElementById('notice').textContent.includes('invalid or revoked')")
