@@ -159,7 +159,7 @@ def _pct(ordered: list[float], pct: float) -> float:
 def _post_runs(base: str, secret: str, *, runs: int) -> dict[str, Any]:
     import httpx
 
-    from api.sources import data_source_of
+    from api.sources import source_name
     from tasks.client import VerityClient
 
     direct = VerityClient.from_env(tenant="bench")
@@ -174,8 +174,8 @@ def _post_runs(base: str, secret: str, *, runs: int) -> dict[str, Any]:
         assert answer.status_code == 202, answer.text
 
     def in_process() -> None:
-        # what the endpoint does: resolve the source, then submit
-        direct.submit(QUESTION, data_source=data_source_of(SOURCE))
+        # what the endpoint does: name the source, then submit
+        direct.submit(QUESTION, source=source_name(SOURCE))
 
     for call in (over_http, in_process, over_http, in_process):  # warm both paths
         call()

@@ -1,15 +1,15 @@
 """Sources benchmark: the tools' queries against real Prometheus and Alertmanager servers.
 
 Starts the servers of the sources tests (tests/sources/prom_harness.py) with one shipped
-scenario, then per tool backed by them times `--calls` calls (after a few warm-up calls) and
-compares the bytes read off the wire (`Fetched.fetched_bytes`) with the bytes the tool stores:
-the JSON of the tool's result computed by today's tool code from the fetched records
-(`stored_bytes`), and, for reference, the JSON of the mapped records themselves
-(`records_bytes`). Prints one JSON object.
+scenario, then per tool times `--calls` tool calls answered by one backend (after a few
+warm-up calls) and compares the bytes the backend read off the wire for one call
+(`Fetched.fetched_bytes`) with the bytes the tool stores (the JSON of its result,
+`stored_bytes`) and, for reference, the JSON of the mapped records (`records_bytes`). Prints
+one JSON object.
 
     python bench/sources.py [--calls 50] [--scenario checkout-pool-exhaustion]
 
-A `query_metrics` call is what the tool asks: the window (the default two hours before the
+A `query_metrics` call asks for the window (the tool's default two hours before the
 scenario's `now`) and the baseline window before it, two `query_range` requests. A
 `list_alerts` call is one backend's answer for the window. Each backend has one function
 (`bench_prometheus`, `bench_alertmanager`, `bench_loki`); `bench_loki` is the hook for the log
@@ -24,8 +24,8 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,37 +38,45 @@ from pipeline.sources.prometheus import Prometheus  # noqa: E402
 from pipeline.tools.changes import ListAlertsArgs, list_alerts  # noqa: E402
 from pipeline.tools.metrics import QueryMetricsArgs, query_metrics  # noqa: E402
 from pipeline.tools.records import Alert, MetricSeries, iso  # noqa: E402
+from pipeline.tools.source import ToolOutput  # noqa: E402
 from tests.sources.prom_harness import PromStack  # noqa: E402
 
 WARMUP = 3
-LOOKBACK = timedelta(hours=2)
 
 
-@dataclass
-class _Fetchedsource:
-    """What the tools read today (an IncidentSource), answered from fetched records."""
+class _Recorded:
+    """The tools' `DataSource` over one backend, pinned at `now`, keeping every answer the
+    tool received (what came off the wire, and the queries run)."""
 
-    now: datetime
-    series: Sequence[MetricSeries] = ()
-    alert_list: Sequence[Alert] = ()
+    def __init__(self, backend: Any, now: datetime) -> None:
+        self.backend, self.now, self.name = backend, now, "bench"
+        self.answers: list[Fetched[Any]] = []
 
-    def metric_series(self, service: str | None = None) -> Sequence[MetricSeries]:
-        return [s for s in self.series if service is None or s.service == service]
+    def query_metrics(self, query: MetricQuery) -> Fetched[MetricSeries]:
+        return self._keep(self.backend.query_metrics(query))
 
-    def alerts(self) -> Sequence[Alert]:
-        return self.alert_list
+    def list_alerts(self, query: AlertQuery) -> Fetched[Alert]:
+        return self._keep(self.backend.list_alerts(query))
+
+    def _keep(self, fetched: Fetched[Any]) -> Fetched[Any]:
+        self.answers.append(fetched)
+        return fetched
 
 
-def _timed(calls: int, call: Callable[[], list[Fetched[Any]]]) -> tuple[list[float],
-                                                                         list[Fetched[Any]]]:
+def _tool_calls(calls: int, source: _Recorded, tool: Callable[[], ToolOutput]
+                ) -> tuple[list[float], list[Fetched[Any]], ToolOutput]:
+    """Time `calls` tool calls (after the warm-up); the last call's answers and output."""
     for _ in range(WARMUP):
-        call()
-    latencies, last = [], []
+        tool()
+    latencies: list[float] = []
+    output = None
     for _ in range(calls):
+        source.answers.clear()
         began = time.perf_counter()
-        last = call()
+        output = tool()
         latencies.append((time.perf_counter() - began) * 1000)
-    return latencies, last
+    assert output is not None
+    return latencies, list(source.answers), output
 
 
 def _latency(ms: list[float]) -> dict[str, float]:
@@ -111,31 +119,19 @@ def _figures(latencies: list[float], fetched: list[Fetched[Any]], records: Any,
 def bench_prometheus(stack: PromStack, scenario: str, calls: int) -> dict[str, Any]:
     """query_metrics (window + baseline) and list_alerts (ALERTS history) on Prometheus."""
     data = stack.scenarios[scenario]
-    service, now = data.meta.service, data.now
     backend = Prometheus("bench", stack.prometheus_config())
+    source = _Recorded(backend, data.now)
     try:
-        def metrics() -> list[Fetched[Any]]:
-            return [backend.query_metrics(MetricQuery(now - LOOKBACK, now, service=service)),
-                    backend.query_metrics(MetricQuery(now - 2 * LOOKBACK, now - LOOKBACK,
-                                                      service=service))]
-
-        def alerts() -> list[Fetched[Any]]:
-            return [backend.list_alerts(AlertQuery(now - LOOKBACK, now))]
-
-        m_ms, m_fetched = _timed(calls, metrics)
+        m_ms, m_fetched, m_tool = _tool_calls(calls, source, lambda: query_metrics(
+            source, QueryMetricsArgs(service=data.meta.service)))
         series = _merge(m_fetched)
-        m_tool = query_metrics(_Fetchedsource(now, series=series),
-                               QueryMetricsArgs(service=service))
-        a_ms, a_fetched = _timed(calls, alerts)
-        a_tool = list_alerts(_Fetchedsource(now, alert_list=a_fetched[0].items),
-                             ListAlertsArgs())
+        a_ms, a_fetched, a_tool = _tool_calls(calls, source, lambda: list_alerts(
+            source, ListAlertsArgs()))
         return {
             "version": backend.check().version,
             "query_metrics": _figures(m_ms, m_fetched, [_series_json(s) for s in series],
                                       m_tool.result),
-            "list_alerts": _figures(a_ms, a_fetched, [a.model_dump(mode="json")
-                                                      for a in a_fetched[0].items],
-                                    a_tool.result),
+            "list_alerts": _figures(a_ms, a_fetched, _alerts_json(a_fetched), a_tool.result),
         }
     finally:
         backend.close()
@@ -143,17 +139,19 @@ def bench_prometheus(stack: PromStack, scenario: str, calls: int) -> dict[str, A
 
 def bench_alertmanager(stack: PromStack, scenario: str, calls: int) -> dict[str, Any]:
     """list_alerts on Alertmanager's v2 API."""
-    now = stack.scenarios[scenario].now
     backend = Alertmanager("bench", stack.alertmanager_config(scenario))
+    source = _Recorded(backend, stack.scenarios[scenario].now)
     try:
-        ms, fetched = _timed(calls, lambda: [backend.list_alerts(AlertQuery(now - LOOKBACK,
-                                                                            now))])
-        tool = list_alerts(_Fetchedsource(now, alert_list=fetched[0].items), ListAlertsArgs())
+        ms, fetched, tool = _tool_calls(calls, source, lambda: list_alerts(
+            source, ListAlertsArgs()))
         return {"version": backend.check().version,
-                "list_alerts": _figures(ms, fetched, [a.model_dump(mode="json")
-                                                      for a in fetched[0].items], tool.result)}
+                "list_alerts": _figures(ms, fetched, _alerts_json(fetched), tool.result)}
     finally:
         backend.close()
+
+
+def _alerts_json(fetched: list[Fetched[Any]]) -> list[dict[str, Any]]:
+    return [a.model_dump(mode="json") for f in fetched for a in f.items]
 
 
 def bench_loki(calls: int) -> dict[str, Any] | None:

@@ -92,14 +92,14 @@ def openmetrics(scenarios: Sequence[Scenario]) -> str:
     """The scenarios' metrics and ALERTS history as one OpenMetrics text."""
     families: dict[str, list[str]] = {}
     for scenario in scenarios:
-        for series in scenario.metric_series():
+        for series in scenario.series:
             lines = families.setdefault(series.metric, [])
             labels = _labels({"service": series.service})
             lines += [f"{series.metric}{labels} {value!r} {_seconds(at)}"
                       for at, value in zip(series.times, series.values, strict=True)]
             if series.times:
                 lines.append(f"{series.metric}{labels} NaN {_seconds(series.times[-1]) + STEP_S}")
-        for alert in scenario.alerts():
+        for alert in scenario.alert_list:
             labels = _labels({"alertname": alert.name, "alertstate": "firing",
                               "service": alert.service, "severity": alert.severity})
             minutes = alert_minutes(alert, scenario.now)
@@ -120,7 +120,7 @@ def rules_yaml(scenarios: Sequence[Scenario]) -> str:
     rules = [{"alert": alert.name, "expr": "vector(0) > 1",
               "labels": {"severity": alert.severity},
               "annotations": {"summary": alert.summary}}
-             for scenario in scenarios for alert in scenario.alerts()]
+             for scenario in scenarios for alert in scenario.alert_list]
     return json.dumps({"groups": [{"name": "scenarios", "rules": rules}]}, indent=1)
 
 
@@ -178,7 +178,7 @@ def post_alerts(url: str, scenario: Scenario, wall: datetime) -> None:
              "annotations": {"summary": a.summary},
              "startsAt": iso(a.starts_at),
              "endsAt": iso(a.ends_at if a.ends_at is not None else far)}
-            for a in scenario.alerts()]
+            for a in scenario.alert_list]
     response = httpx.post(f"{url}/api/v2/alerts", json=body, timeout=10.0)
     if response.status_code != 200:
         raise HarnessError(f"alertmanager refused the alerts: {response.status_code} "
@@ -224,7 +224,7 @@ class PromStack:
     def prometheus_config(self, **overrides: Any) -> PrometheusBackend:
         """A backend config for the Prometheus: `service` label, the scenarios' units."""
         units = {s.metric: s.unit for scenario in self.scenarios.values()
-                 for s in scenario.metric_series()}
+                 for s in scenario.series}
         fields: dict[str, Any] = {"url": self.prometheus.url, "service_label": "service",
                                   "service_selector": 'service="{service}"', "step_s": STEP_S,
                                   "units": units, **overrides}

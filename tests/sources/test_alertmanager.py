@@ -44,7 +44,7 @@ def test_list_alerts__the_firing_alerts_of_the_folder(
     scenario = prom_stack.scenarios[name]
     start = scenario.now - timedelta(hours=6)
     fetched = manager(name).list_alerts(AlertQuery(start, scenario.now))
-    firing = sorted((a for a in scenario.alerts() if a.state == "firing"),
+    firing = sorted((a for a in scenario.alert_list if a.state == "firing"),
                     key=lambda a: (a.starts_at, a.name))
     assert [_key(a) for a in fetched.items] == [_key(a) for a in firing]
     assert [a.summary for a in fetched.items] == [a.summary for a in firing]
@@ -57,7 +57,7 @@ def test_list_alerts__the_v2_api_drops_the_resolved_alert(
         prom_stack: PromStack, manager: Callable[..., Alertmanager]) -> None:
     """CatalogLatencyHigh was posted with its real endsAt (10:34): the API never returns it."""
     scenario = prom_stack.scenarios["checkout-pool-exhaustion"]
-    assert [a.name for a in scenario.alerts() if a.state == "resolved"] == ["CatalogLatencyHigh"]
+    assert [a.name for a in scenario.alert_list if a.state == "resolved"] == ["CatalogLatencyHigh"]
     start = datetime.fromisoformat("2026-11-30T10:00:00Z")
     backend = manager("checkout-pool-exhaustion")
     for state in ("any", "resolved"):
@@ -82,7 +82,7 @@ def test_list_alerts__prometheus_history_plus_alertmanager_is_the_folder(
     merged = {(a.name, a.service): a for a in from_prom}
     for alert in from_am:  # Alertmanager knows the exact start of what fires now
         merged[(alert.name, alert.service)] = alert
-    want = {(a.name, a.service): a for a in scenario.alerts()}
+    want = {(a.name, a.service): a for a in scenario.alert_list}
     assert set(merged) == set(want)
     for key, alert in merged.items():
         assert (alert.severity, alert.state) == (want[key].severity, want[key].state)

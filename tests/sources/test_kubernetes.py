@@ -45,14 +45,14 @@ def _event_cases(name: str) -> Iterator[tuple[str, EventQuery]]:
     day = now.replace(hour=0, minute=0, second=0)
     yield "all-day", EventQuery(start=day, end=now)
     yield "service", EventQuery(start=day, end=now, service=service)
-    kind = "Warning" if any(e.type == "Warning" for e in scenario.events()) else "Normal"
+    kind = "Warning" if any(e.type == "Warning" for e in scenario.event_list) else "Normal"
     yield "type", EventQuery(start=day, end=now, type=kind)
-    last = [e for e in scenario.events() if e.type == kind][-1]
+    last = [e for e in scenario.event_list if e.type == kind][-1]
     yield "type-and-reason-2h", EventQuery(start=last.ts - timedelta(hours=2), end=last.ts,
                                            type=kind, reason=last.reason)
-    reasons = sorted({e.reason for e in scenario.events()})
+    reasons = sorted({e.reason for e in scenario.event_list})
     yield "reason", EventQuery(start=day, end=now, reason=reasons[len(reasons) // 2])
-    events = scenario.events()
+    events = scenario.event_list
     yield "edges", EventQuery(start=events[1].ts, end=events[-2].ts, namespace="shop")
 
 
@@ -60,7 +60,7 @@ EVENT_CASES = [(n, c) for n in SCENARIOS for c, _ in _event_cases(n)]
 
 
 def _folder_events(name: str, q: EventQuery) -> list[KubeEvent]:
-    return [e for e in load_scenario(scenario_path(name)).events()
+    return [e for e in load_scenario(scenario_path(name)).event_list
             if q.start <= e.ts <= q.end
             and (q.service is None or e.object == q.service
                  or e.object.startswith(q.service + "-"))
@@ -97,7 +97,7 @@ def test_get_events__match_the_folder(name: str, case_id: str, page_cap: int | N
 def test_list_deployments__match_the_folder(name: str, service: str,
                                             page_cap: int | None) -> None:
     scenario = load_scenario(scenario_path(name))
-    records = scenario.deployments()
+    records = scenario.deployment_list
     chosen = {"focus": scenario.meta.service, "all": None,
               "other": next(d.service for d in records
                             if d.service != scenario.meta.service)}[service]
@@ -227,7 +227,7 @@ def test_token_file__in_cluster_style(tmp_path: object) -> None:
             Kubernetes("t", _config(replay.url, auth=auth)) as kube:
         fetched = kube.get_events(EventQuery(start=scenario.now - timedelta(days=1),
                                              end=scenario.now))
-    assert len(fetched.items) == len(scenario.events())
+    assert len(fetched.items) == len(scenario.event_list)
 
 
 FAULTS = ["unreachable", "401", "500", "timeout", "big", "malformed"]

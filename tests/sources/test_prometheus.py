@@ -36,7 +36,7 @@ def prom(prom_stack: PromStack) -> Any:
 
 def _windows(scenario: Scenario) -> dict[str, tuple[datetime, datetime]]:
     now = scenario.now
-    first = min(s.times[0] for s in scenario.metric_series())
+    first = min(s.times[0] for s in scenario.series)
     return {
         "tool-default": (now - timedelta(hours=2), now),
         "baseline": (now - timedelta(hours=4), now - timedelta(hours=2)),
@@ -48,7 +48,7 @@ def _windows(scenario: Scenario) -> dict[str, tuple[datetime, datetime]]:
 def _folder(scenario: Scenario, service: str | None, start: datetime, end: datetime,
             metric: str | None = None) -> list[MetricSeries]:
     out = []
-    for one in scenario.metric_series(service):
+    for one in (s for s in scenario.series if service is None or s.service == service):
         if metric and metric.lower() not in one.metric.lower():
             continue
         kept = [(t, v) for t, v in zip(one.times, one.values, strict=True) if start <= t <= end]
@@ -72,7 +72,7 @@ def test_query_metrics__every_service_and_window_equals_the_folder(
         prom_stack: PromStack, prom: Callable[..., Prometheus], name: str) -> None:
     scenario = prom_stack.scenarios[name]
     backend = prom()
-    services = sorted({s.service for s in scenario.metric_series()})
+    services = sorted({s.service for s in scenario.series})
     for label, (start, end) in _windows(scenario).items():
         for service in services:
             fetched = backend.query_metrics(MetricQuery(start, end, service=service))
@@ -221,9 +221,9 @@ def _active(alerts: list[Alert], start: datetime, end: datetime) -> list[Alert]:
 def test_list_alerts__alerts_history_equals_the_folder(
         prom_stack: PromStack, prom: Callable[..., Prometheus], name: str) -> None:
     scenario = prom_stack.scenarios[name]
-    start = min(s.times[0] for s in scenario.metric_series())
+    start = min(s.times[0] for s in scenario.series)
     fetched = prom().list_alerts(AlertQuery(start, scenario.now))
-    want = _active(list(scenario.alerts()), start, scenario.now)
+    want = _active(list(scenario.alert_list), start, scenario.now)
     assert [_key(a) for a in fetched.items] == [_key(a) for a in want]
     for got, expected in zip(fetched.items, want, strict=True):
         assert abs(got.starts_at - expected.starts_at) <= STEP
