@@ -66,12 +66,12 @@ async def create_run(body: CreateRun, request: Request, who: CallerDep,
     """Enqueue a run; 202 with its id, or (`?stream=true` or `on_disconnect=cancel`) its
     events as they happen."""
     state = state_of(request)
-    source = await run_in_threadpool(source_name, body.source)
     state.limiter.take(who.token.token_id)
     client = who.client
-    run_id = await run_in_threadpool(
-        lambda: client.submit(body.question, session_id=body.session, source=source,
-                              at=body.options.at, deadline_s=body.options.deadline_s))
+    run_id = await run_in_threadpool(  # one hop to the thread pool: name the source, submit
+        lambda: client.submit(body.question, session_id=body.session,
+                              source=source_name(body.source), at=body.options.at,
+                              deadline_s=body.options.deadline_s))
     mode = body.options.on_disconnect or (
         OnDisconnect.CANCEL if stream else OnDisconnect.CONTINUE)
     headers = {"location": f"/runs/{run_id}"}
