@@ -238,7 +238,9 @@ class BatchStore:
         retry = DiagnosisRunRow.state["pipeline"]["retry_context"]
         with self._read() as session:
             rows = session.execute(
-                select(DiagnosisRunRow, retry).options(defer(DiagnosisRunRow.state))
+                select(DiagnosisRunRow, retry)
+                .options(defer(DiagnosisRunRow.state, raiseload=True),
+                         defer(DiagnosisRunRow.final_answer, raiseload=True))
                 .where(DiagnosisRunRow.run_id.in_(run_ids),
                        DiagnosisRunRow.tenant_id == tenant_id))
             runs, contexts = {}, {}
@@ -363,7 +365,7 @@ def _judgeable(row: DiagnosisRunRow, invocations: list[Any], retry: Any
     if row.executor_output_raw is None:
         return f"the run has no stored Executor output (it ended {row.status} before it)"
     try:
-        record = _record(row)
+        record = _record(row, with_answer=False)  # the stored answer is not re-judged
         bundle = RunBundle(
             run_id=row.run_id, session_id=row.session_id, query=row.query,
             intent=Intent(row.intent), invocations=[_invocation(i) for i in invocations],

@@ -354,7 +354,9 @@ def _dump_projection(projection: Projection | None) -> dict[str, Any] | None:
     return projection.model_dump(mode="json") if projection is not None else None
 
 
-def _record(row: DiagnosisRunRow) -> RunRecord:
+def _record(row: DiagnosisRunRow, *, with_answer: bool = True) -> RunRecord:
+    """The row as a record; `with_answer=False` leaves `final_answer` out (None) for a reader
+    that deferred that column and does not need it (a re-judgement)."""
     return RunRecord(
         run_id=row.run_id,
         tenant_id=row.tenant_id,
@@ -367,7 +369,8 @@ def _record(row: DiagnosisRunRow) -> RunRecord:
         verdict=Verdict(row.verdict) if row.verdict else None,
         fallback_type=FallbackType(row.fallback_type) if row.fallback_type else None,
         final_answer=(
-            FinalAnswer.model_validate(row.final_answer) if row.final_answer is not None else None
+            FinalAnswer.model_validate(row.final_answer)
+            if with_answer and row.final_answer is not None else None
         ),
         self_evaluation=(
             SelfEvaluation.model_validate(row.self_evaluation)
