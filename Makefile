@@ -38,4 +38,4 @@ bench: $(STAMP) services
 	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/grounding.py
 	$(BIN)/python bench/sources.py
-	$(BIN)/python bench/http.py
+	$(BIN)/python bench/http_api.py

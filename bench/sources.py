@@ -12,8 +12,10 @@ one JSON object.
 A `query_metrics` call asks for the window (the tool's default two hours before the
 scenario's `now`) and the baseline window before it, two `query_range` requests. A
 `list_alerts` call is one backend's answer for the window. Each backend has one function
-(`bench_prometheus`, `bench_alertmanager`, `bench_loki`); `bench_loki` is the hook for the log
-backend's figures (memory of a query matching 1,000,000 lines) and answers null until then.
+(`bench_prometheus`, `bench_alertmanager`, `bench_loki`). Loki has no server package here:
+`search_logs` is timed against the Loki replay of the tests (`tests/sources/replay.py`), and
+`memory_1m_lines` is the peak memory of a search whose query matches 1,000,000 lines
+(`bench/sources_loki.py`: the connector streams and stops at the limit).
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipeline.scenarios import load_scenario  # noqa: E402
 from pipeline.sources.alertmanager import Alertmanager  # noqa: E402
-from pipeline.sources.base import AlertQuery, Fetched, MetricQuery  # noqa: E402
+from pipeline.sources.base import AlertQuery, Fetched, LogQuery, MetricQuery  # noqa: E402
+from pipeline.sources.config import LokiBackend  # noqa: E402
+from pipeline.sources.loki import Loki  # noqa: E402
 from pipeline.sources.prometheus import Prometheus  # noqa: E402
 from pipeline.tools.changes import ListAlertsArgs, list_alerts  # noqa: E402
+from pipeline.tools.logs import SearchLogsArgs, search_logs  # noqa: E402
 from pipeline.tools.metrics import QueryMetricsArgs, query_metrics  # noqa: E402
-from pipeline.tools.records import Alert, MetricSeries, iso  # noqa: E402
+from pipeline.tools.records import Alert, LogEntry, MetricSeries, iso  # noqa: E402
 from pipeline.tools.source import ToolOutput  # noqa: E402
 from tests.sources.prom_harness import PromStack  # noqa: E402
 
@@ -57,6 +63,9 @@ class _Recorded:
 
     def list_alerts(self, query: AlertQuery) -> Fetched[Alert]:
         return self._keep(self.backend.list_alerts(query))
+
+    def search_logs(self, query: LogQuery) -> Fetched[LogEntry]:
+        return self._keep(self.backend.search_logs(query))
 
     def _keep(self, fetched: Fetched[Any]) -> Fetched[Any]:
         self.answers.append(fetched)
@@ -154,12 +163,28 @@ def _alerts_json(fetched: list[Fetched[Any]]) -> list[dict[str, Any]]:
     return [a.model_dump(mode="json") for f in fetched for a in f.items]
 
 
-def bench_loki(calls: int) -> dict[str, Any] | None:
-    """Hook for the Loki backend: latency of search_logs against its replay server and the
-    peak memory of a query matching 1,000,000 lines (the source streams and stops at the
-    limit). None until the Loki backend fills it in."""
-    del calls
-    return None
+def bench_loki(calls: int, scenario: str) -> dict[str, Any]:
+    """search_logs on the Loki replay (no Loki server package here: the connector's wire
+    format against `tests/sources/replay.py`), and the peak memory of a query matching
+    1,000,000 lines (the source streams the answer and stops at the limit)."""
+    from bench.sources_loki import loki_memory
+    from pipeline.scenarios import default_scenarios_dir
+    from tests.sources.replay import LokiReplay
+
+    folder = default_scenarios_dir() / scenario
+    data = load_scenario(folder)
+    with LokiReplay(folder) as replay:
+        backend = Loki("bench", LokiBackend(url=replay.url, service_selector='{app="{service}"}'))
+        source = _Recorded(backend, data.now)
+        try:
+            ms, fetched, tool = _tool_calls(calls, source, lambda: search_logs(
+                source, SearchLogsArgs(service=data.meta.service, level="ERROR")))
+        finally:
+            backend.close()
+    entries = [{"ts": e.ts, "service": e.service, "level": e.level, "message": e.message}
+               for f in fetched for e in f.items]
+    return {"search_logs": _figures(ms, fetched, entries, tool.result),
+            "memory_1m_lines": loki_memory()}
 
 
 def _series_json(series: MetricSeries) -> dict[str, Any]:
@@ -181,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             "servers_start_s": round(started_s, 2),
             "prometheus": bench_prometheus(stack, args.scenario, args.calls),
             "alertmanager": bench_alertmanager(stack, args.scenario, args.calls),
-            "loki": bench_loki(args.calls),
+            "loki": bench_loki(args.calls, args.scenario),
         }
     print(json.dumps(report, indent=1))
     return 0

@@ -22,9 +22,12 @@ def test_bench_sources__prints_latency_and_bytes_per_tool() -> None:
                           capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["loki"] is None  # the hook, until the Loki backend fills it
+    flood = report["loki"]["memory_1m_lines"]
+    assert flood["returned"] == flood["limit"] == 5000 and flood["truncated"]
+    assert flood["lines_sent_by_server"] < flood["lines_matching"]  # it stopped reading
+    assert flood["peak_traced_mib"] < 32 and flood["bytes_read"] < flood["full_answer_bytes"] / 10
     figures = [report["prometheus"]["query_metrics"], report["prometheus"]["list_alerts"],
-               report["alertmanager"]["list_alerts"]]
+               report["alertmanager"]["list_alerts"], report["loki"]["search_logs"]]
     for one in figures:
         assert 0 < one["p50_ms"] <= one["p95_ms"] <= one["max_ms"]
         assert one["fetched_bytes"] > 0 and one["stored_bytes"] > 0

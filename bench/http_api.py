@@ -1,5 +1,8 @@
 """HTTP API benchmark: `POST /runs` against the producer API it wraps, and SSE delivery delay.
 
+(Named http_api.py: a `bench/http.py` shadows the standard library's `http` for every script
+run from this folder, `bench/sources.py` included.)
+
 On the local PostgreSQL and Redis, with real `verity worker` processes and Claude agents on the
 fake Anthropic server (tests/chaos/harness.py), it measures, and prints as one JSON object:
 - `POST /runs` latency (p50, p95) and runs/s over a kept-alive HTTP connection, beside
@@ -8,17 +11,11 @@ fake Anthropic server (tests/chaos/harness.py), it measures, and prints as one J
 - SSE delivery delay with 200 followers of one run: for every run_event a follower receives,
   its arrival time minus the event's `created_at` (the store's write time), p50 and p99.
 
-    python bench/http.py [--runs 40] [--followers 200] [--latency 0.25]
+    python bench/http_api.py [--runs 40] [--followers 200] [--latency 0.25]
 """
 
-# ruff: noqa: E402 - the path is fixed before the imports (this file shadows `http`)
+# ruff: noqa: E402 - the path is fixed before the imports
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# This file is named http.py: its folder must not shadow the standard library's `http`.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
 import asyncio
@@ -26,12 +23,14 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
