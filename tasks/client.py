@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,20 @@ MAX_CHUNK_SIZE = 1000
 
 class RunTimeoutError(VerityError):
     """`wait` ran out of time; the run goes on."""
+
+
+def wait_for_end(get: Callable[[str], RunRecord], run_id: str, *, timeout: float,
+                 poll: float) -> RunRecord:
+    """Read the run with `get` every `poll` s until it is terminal; RunTimeoutError after
+    `timeout` seconds (the local and the HTTP client both wait so)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        record = get(run_id)
+        if record.status.terminal:
+            return record
+        if time.monotonic() > deadline:
+            raise RunTimeoutError(f"run {run_id} still {record.status.value} after {timeout}s")
+        time.sleep(poll)
 
 
 class VerityClient:
@@ -208,14 +223,7 @@ class VerityClient:
 
     def wait(self, run_id: str, *, timeout: float = 120.0, poll: float = 0.05) -> RunRecord:
         """Block until the run is terminal; RunTimeoutError after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            record = self.get(run_id)
-            if record.status.terminal:
-                return record
-            if time.monotonic() > deadline:
-                raise RunTimeoutError(f"run {run_id} still {record.status.value} after {timeout}s")
-            time.sleep(poll)
+        return wait_for_end(self.get, run_id, timeout=timeout, poll=poll)
 
     # -- batch re-verification -------------------------------------------------------------
 

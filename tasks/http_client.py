@@ -15,7 +15,6 @@ the server's one line.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import Any
 
@@ -94,16 +93,9 @@ class HttpVerityClient:
 
     def wait(self, run_id: str, *, timeout: float = 120.0, poll: float = 0.2) -> RunRecord:
         """Block until the run is terminal; RunTimeoutError after `timeout` seconds."""
-        from tasks.client import RunTimeoutError
+        from tasks.client import wait_for_end
 
-        deadline = time.monotonic() + timeout
-        while True:
-            record = self.get(run_id)
-            if record.status.terminal:
-                return record
-            if time.monotonic() > deadline:
-                raise RunTimeoutError(f"run {run_id} still {record.status.value} after {timeout}s")
-            time.sleep(poll)
+        return wait_for_end(self.get, run_id, timeout=timeout, poll=poll)
 
     def cancel(self, run_id: str) -> bool:
         """Cancel the run; False if it had already ended."""

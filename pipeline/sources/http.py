@@ -160,6 +160,25 @@ class BackendClient:
             body = None
         return Probe(response.status_code, body, f"HTTP {response.status_code}")
 
+    def check_status(self, path: str, version_key: str, *, fallback: str | None = None
+                     ) -> BackendStatus:
+        """One `verity sources check` line from GET `path` (`fallback` when it is a 404): its
+        version from the body's `version_key`, the credentials refused on 401/403."""
+        probe = self.probe_status(path)
+        if probe.status == 404 and fallback is not None:
+            probe = self.probe_status(fallback)
+        status = BackendStatus(source=self.source, backend=self.backend, url=self.config.url,
+                               reachable=probe.status is not None, detail=probe.reason)
+        if probe.status is None:
+            return status
+        if probe.status in (401, 403):
+            return _replace(status, auth_ok=False, detail="refused the credentials")
+        version = probe.body.get(version_key) if isinstance(probe.body, dict) else None
+        ok = 200 <= probe.status < 300
+        return _replace(status, auth_ok=True if ok else None,
+                        version=str(version) if version else None,
+                        detail="ok" if ok else probe.reason)
+
     def error(self, reason: str, *, kind: type[SourceError] = SourceError) -> SourceError:
         """A SourceError (or `kind`) naming this backend, one line, secrets removed."""
         return kind(f"{self.label} {self._clean(reason)}")

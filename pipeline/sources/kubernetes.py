@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -105,19 +104,7 @@ class Kubernetes:
 
     def check(self) -> BackendStatus:
         """Probe `GET /version`: reachable, gitVersion, whether the credentials are taken."""
-        probe = self._client.probe_status("/version")
-        status = BackendStatus(source=self._client.source, backend="kubernetes",
-                               url=self.config.url, reachable=probe.status is not None,
-                               detail=probe.reason)
-        if probe.status is None:
-            return status
-        if probe.status in (401, 403):
-            return replace(status, auth_ok=False, detail="refused the credentials")
-        ok = 200 <= probe.status < 300
-        version = probe.body.get("gitVersion") if isinstance(probe.body, dict) else None
-        return replace(status, auth_ok=True if ok else None,
-                       version=str(version) if version else None,
-                       detail="ok" if ok else probe.reason)
+        return self._client.check_status("/version", "gitVersion")
 
     # -- events -----------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -162,20 +162,7 @@ class Loki:
 
     def check(self) -> BackendStatus:
         """Probe `/loki/api/v1/status/buildinfo` (else `/ready`): reachable, version, auth."""
-        probe = self._client.probe_status(BUILDINFO)
-        if probe.status == 404:
-            probe = self._client.probe_status(READY)
-        status = BackendStatus(source=self._client.source, backend="loki", url=self.config.url,
-                               reachable=probe.status is not None, detail=probe.reason)
-        if probe.status is None:
-            return status
-        if probe.status in (401, 403):
-            return replace(status, auth_ok=False, detail="refused the credentials")
-        version = probe.body.get("version") if isinstance(probe.body, dict) else None
-        ok = 200 <= probe.status < 300
-        return replace(status, auth_ok=True if ok else None,
-                        version=str(version) if version else None,
-                        detail="ok" if ok else probe.reason)
+        return self._client.check_status(BUILDINFO, "version", fallback=READY)
 
     # -- lines ------------------------------------------------------------------------------
 
