@@ -15,6 +15,7 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -69,22 +70,27 @@ def postgres_server_url() -> str:
     return url
 
 
-@pytest.fixture
-def postgres_url(postgres_server_url: str) -> Iterator[str]:
-    """A URL whose connections use a fresh schema, dropped after the test."""
-    schema = f"verity_test_{uuid.uuid4().hex[:16]}"
-    admin = create_engine(postgres_server_url, poolclass=NullPool)
+@contextmanager
+def fresh_schema(server_url: str, prefix: str = "verity_test") -> Iterator[str]:
+    """A URL whose connections use a new PostgreSQL schema, dropped on exit."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(server_url, poolclass=NullPool)
     try:
         with admin.begin() as connection:
             connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-        url = make_url(postgres_server_url).update_query_dict(
-            {"options": f"-csearch_path={schema}"}
-        )
+        url = make_url(server_url).update_query_dict({"options": f"-csearch_path={schema}"})
         yield url.render_as_string(hide_password=False)
         with admin.begin() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
     finally:
         admin.dispose()
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A URL whose connections use a fresh schema, dropped after the test."""
+    with fresh_schema(postgres_server_url) as url:
+        yield url
 
 
 @pytest.fixture

@@ -25,12 +25,12 @@ import httpx
 import pytest
 import redis
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from pipeline.store import RunStore
 from pipeline.tokens import hash_secret, new_secret, new_token_id
 from tests.chaos.harness import spawn_fake
+from tests.conftest import fresh_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS_PER_MINUTE = 3
@@ -111,20 +111,9 @@ class World:
 @pytest.fixture(scope="module")
 def database_url_module(postgres_server_url: str) -> Iterator[str]:
     """A PostgreSQL schema of the module's own, dropped afterwards."""
-    schema = f"verity_api_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_server_url, poolclass=NullPool)
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-        url = make_url(postgres_server_url).update_query_dict(
-            {"options": f"-csearch_path={schema}"})
-        opened = url.render_as_string(hide_password=False)
-        RunStore.open(opened).close()  # migrated before the processes start
-        yield opened
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    finally:
-        admin.dispose()
+    with fresh_schema(postgres_server_url, "verity_api") as url:
+        RunStore.open(url).close()  # migrated before the processes start
+        yield url
 
 
 @pytest.fixture(scope="module")
