@@ -22,7 +22,6 @@ import os
 import ssl
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -145,40 +144,6 @@ class BackendClient:
             raise self.error(f"request failed: {type(exc).__name__}: {self._clean(str(exc))}"
                              ) from None
 
-    def probe_status(self, path: str) -> Probe:
-        """A GET whose status and JSON body a `check()` reads itself (Loki, Kubernetes: a
-        fallback path, a status-specific answer); never raises for an HTTP status."""
-        try:
-            response = self._client.get(path)
-        except httpx.TimeoutException:
-            return Probe(None, None, f"timed out after {self.config.timeout_s:g} s")
-        except httpx.HTTPError as exc:
-            return Probe(None, None, self._clean(f"unreachable: {exc}"))
-        try:
-            body = response.json() if len(response.content) <= self.config.max_bytes else None
-        except ValueError:
-            body = None
-        return Probe(response.status_code, body, f"HTTP {response.status_code}")
-
-    def check_status(self, path: str, version_key: str, *, fallback: str | None = None
-                     ) -> BackendStatus:
-        """One `verity sources check` line from GET `path` (`fallback` when it is a 404): its
-        version from the body's `version_key`, the credentials refused on 401/403."""
-        probe = self.probe_status(path)
-        if probe.status == 404 and fallback is not None:
-            probe = self.probe_status(fallback)
-        status = BackendStatus(source=self.source, backend=self.backend, url=self.config.url,
-                               reachable=probe.status is not None, detail=probe.reason)
-        if probe.status is None:
-            return status
-        if probe.status in (401, 403):
-            return _replace(status, auth_ok=False, detail="refused the credentials")
-        version = probe.body.get(version_key) if isinstance(probe.body, dict) else None
-        ok = 200 <= probe.status < 300
-        return _replace(status, auth_ok=True if ok else None,
-                        version=str(version) if version else None,
-                        detail="ok" if ok else probe.reason)
-
     def error(self, reason: str, *, kind: type[SourceError] = SourceError) -> SourceError:
         """A SourceError (or `kind`) naming this backend, one line, secrets removed."""
         return kind(f"{self.label} {self._clean(reason)}")
@@ -270,16 +235,6 @@ def _replace(status: BackendStatus, **changes: Any) -> BackendStatus:
     return dataclasses.replace(status, **changes)
 
 
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """One probe's answer: the HTTP status (None: no answer), the JSON body if it was JSON,
-    and a one-line reason."""
-
-    status: int | None
-    body: Any
-    reason: str
-
-
 class _Bearer(httpx.Auth):
     def __init__(self, token: str) -> None:
         self._header = f"Bearer {token}"
@@ -289,4 +244,4 @@ class _Bearer(httpx.Auth):
         yield request
 
 
-__all__ = ["BackendAuthError", "BackendClient", "BackendUnreachableError", "Probe"]
+__all__ = ["BackendAuthError", "BackendClient", "BackendUnreachableError"]

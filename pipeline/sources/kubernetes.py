@@ -104,7 +104,7 @@ class Kubernetes:
 
     def check(self) -> BackendStatus:
         """Probe `GET /version`: reachable, gitVersion, whether the credentials are taken."""
-        return self._client.check_status("/version", "gitVersion")
+        return self._client.probe("/version", lambda body: body["gitVersion"])
 
     # -- events -----------------------------------------------------------------------------
 

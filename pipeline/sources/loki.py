@@ -48,7 +48,6 @@ from pipeline.tools.records import LEVEL_RANK, LEVELS, LogEntry, LogRecord
 QUERY_RANGE = "/loki/api/v1/query_range"
 QUERY = "/loki/api/v1/query"
 BUILDINFO = "/loki/api/v1/status/buildinfo"
-READY = "/ready"
 
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 """A service name the connector puts into a selector: no quotes, braces or regex syntax."""
@@ -161,8 +160,8 @@ class Loki:
                        fetched_bytes=size + count_size)
 
     def check(self) -> BackendStatus:
-        """Probe `/loki/api/v1/status/buildinfo` (else `/ready`): reachable, version, auth."""
-        return self._client.check_status(BUILDINFO, "version", fallback=READY)
+        """Probe `/loki/api/v1/status/buildinfo`: reachable, version, auth."""
+        return self._client.probe(BUILDINFO, lambda body: body["version"])
 
     # -- lines ------------------------------------------------------------------------------
 
