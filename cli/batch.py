@@ -99,7 +99,7 @@ def runs(
                              statuses=status, prompt_versions=prompt_version, models=model,
                              limit=limit)
     with RunStore.open(resolve_database_url(VeritySettings())) as store:
-        found = store.iter_runs(tenant_id=owner, selection=selection)
+        found = store.iter_runs(tenant_id=owner, selection=selection, summary=True)
         if as_json:
             payload = {"tenant_id": owner, "runs": [_summary(record) for record in found]}
             sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, delete, insert, or_, select, update
+from sqlalchemy import Text, and_, case, cast, delete, insert, or_, select, update
 from sqlalchemy.orm import Session, defer
 
 from models.batch import (
@@ -29,6 +29,7 @@ from models.batch import (
 )
 from models.bundle import RunBundle
 from models.common import Intent, RunStatus
+from models.evaluation import SelfEvaluation
 from models.run import LlmAttempt, RunRecord
 from models.tables import (
     DiagnosisRunRow,
@@ -39,7 +40,7 @@ from models.tables import (
 )
 from models.verifier import RetryContext
 from pipeline.errors import BatchNotFoundError, StoreError
-from pipeline.store._ops import _as_utc, _invocation, _now, _record, _rowcount
+from pipeline.store._ops import _as_utc, _invocation_of, _now, _record, _rowcount
 
 PAGE = 500
 """Rows per keyset page: selection never holds more than this many runs at once."""
@@ -57,17 +58,20 @@ class BatchStore:
 
     def iter_runs(
         self, *, tenant_id: str, selection: Selection, terminal_only: bool = False,
-        page: int = PAGE, after: tuple[datetime, str] | None = None,
+        page: int = PAGE, after: tuple[datetime, str] | None = None, summary: bool = False,
     ) -> Iterator[RunRecord]:
         """The tenant's runs that `selection` picks, newest first, read in keyset pages (never
         all at once); `terminal_only` keeps ended diagnosis runs only (what a batch
-        re-judges). `after` = (created_at, run_id) of a run already seen starts past it."""
+        re-judges). `after` = (created_at, run_id) of a run already seen starts past it.
+        `summary` reads neither the answer nor the self-evaluation (None in the records)
+        unless the selection filters by the audit; each page is one query either way."""
         needs_audit = bool(selection.prompt_versions or selection.models)
+        with_evaluation = needs_audit or not summary
         left = selection.limit
         cursor = after
         while left is None or left > 0:
             stmt = _selected(tenant_id, selection, terminal_only=terminal_only,
-                             audit=needs_audit).limit(page)
+                             evaluation=with_evaluation, answer=not summary).limit(page)
             if cursor is not None:
                 stmt = stmt.where(or_(
                     DiagnosisRunRow.created_at < cursor[0],
@@ -75,7 +79,8 @@ class BatchStore:
                          DiagnosisRunRow.run_id < cursor[1])))
             with self._read() as session:
                 rows = list(session.scalars(stmt))
-                records = [_record(row) for row in rows]
+                records = [_record(row, with_answer=not summary,
+                                   with_evaluation=with_evaluation) for row in rows]
             for record in records:
                 if selection.matches(record):
                     yield record
@@ -106,7 +111,7 @@ class BatchStore:
             seq = 0
             rows: list[dict[str, Any]] = []
             for record in self.iter_runs(tenant_id=tenant_id, selection=selection,
-                                         terminal_only=True):
+                                         terminal_only=True, summary=True):
                 rows.append({"batch_id": batch_id, "seq": seq, "run_id": record.run_id,
                              "status": ItemStatus.PENDING.value})
                 seq += 1
@@ -230,32 +235,34 @@ class BatchStore:
         self, run_ids: Sequence[str], *, tenant_id: str
     ) -> dict[str, tuple[RunRecord, RunBundle] | str]:
         """Each run as stored and as a bundle (its invocations, its raw Executor output), in two
-        queries; a run that cannot be re-judged maps to a one-line reason instead."""
+        queries; a run that cannot be re-judged maps to a one-line reason instead.
+
+        Only the columns a re-judgement needs are read (not the working state, but its retry
+        context; not the stored answer), as plain rows; the large JSON documents (the
+        self-evaluation, each projection) are read as text and parsed by their own models in
+        one pass (no intermediate Python objects): this is most of a batch item's store time."""
         out: dict[str, tuple[RunRecord, RunBundle] | str] = {}
         if not run_ids:
             return out
-        # The working state can be large; a re-judgement needs only its retry context.
-        retry = DiagnosisRunRow.state["pipeline"]["retry_context"]
         with self._read() as session:
-            rows = session.execute(
-                select(DiagnosisRunRow, retry)
-                .options(defer(DiagnosisRunRow.state, raiseload=True),
-                         defer(DiagnosisRunRow.final_answer, raiseload=True))
+            runs = {row.run_id: row for row in session.execute(
+                select(*_JUDGED_RUN_COLUMNS,
+                       cast(DiagnosisRunRow.self_evaluation, Text).label("evaluation_json"),
+                       DiagnosisRunRow.state["pipeline"]["retry_context"].label("retry"))
                 .where(DiagnosisRunRow.run_id.in_(run_ids),
-                       DiagnosisRunRow.tenant_id == tenant_id))
-            runs, contexts = {}, {}
-            for row, context in rows:
-                runs[row.run_id], contexts[row.run_id] = row, context
+                       DiagnosisRunRow.tenant_id == tenant_id))}
             invocations: dict[str, list[Any]] = {run_id: [] for run_id in runs}
-            for call in session.scalars(
-                    select(ToolInvocationRow).where(ToolInvocationRow.run_id.in_(list(runs)))
+            for call in session.execute(
+                    select(*_JUDGED_CALL_COLUMNS,
+                           cast(ToolInvocationRow.projection, Text).label("projection_json"))
+                    .where(ToolInvocationRow.run_id.in_(list(runs)))
                     .order_by(ToolInvocationRow.run_id, ToolInvocationRow.seq,
                               ToolInvocationRow.id)):
                 invocations[call.run_id].append(call)
-            for run_id in run_ids:
-                run = runs.get(run_id)
-                out[run_id] = ("the run is no longer stored" if run is None
-                               else _judgeable(run, invocations[run_id], contexts[run_id]))
+        for run_id in run_ids:
+            run = runs.get(run_id)
+            out[run_id] = ("the run is no longer stored" if run is None
+                           else _judgeable(run, invocations[run_id]))
         return out
 
     def record_items(
@@ -329,12 +336,17 @@ class BatchStore:
 
 # -- helpers ----------------------------------------------------------------------------------
 
-def _selected(tenant_id: str, selection: Selection, *, terminal_only: bool, audit: bool) -> Any:
+def _selected(tenant_id: str, selection: Selection, *, terminal_only: bool, evaluation: bool,
+              answer: bool) -> Any:
+    """The selection's query; the columns a record does not need are never read (`raiseload`:
+    touching one is an error, not one more query per row)."""
     stmt = select(DiagnosisRunRow).where(DiagnosisRunRow.tenant_id == tenant_id)
     deferred = [DiagnosisRunRow.executor_output_raw, DiagnosisRunRow.state]
-    if not audit:
-        deferred += [DiagnosisRunRow.self_evaluation, DiagnosisRunRow.final_answer]
-    stmt = stmt.options(*(defer(column) for column in deferred))
+    if not evaluation:
+        deferred.append(DiagnosisRunRow.self_evaluation)
+    if not answer:
+        deferred.append(DiagnosisRunRow.final_answer)
+    stmt = stmt.options(*(defer(column, raiseload=True) for column in deferred))
     if selection.since is not None:
         stmt = stmt.where(DiagnosisRunRow.created_at >= _as_utc(selection.since))
     if selection.until is not None:
@@ -356,25 +368,38 @@ def _selected(tenant_id: str, selection: Selection, *, terminal_only: bool, audi
     return stmt.order_by(DiagnosisRunRow.created_at.desc(), DiagnosisRunRow.run_id.desc())
 
 
-def _judgeable(row: DiagnosisRunRow, invocations: list[Any], retry: Any
-               ) -> tuple[RunRecord, RunBundle] | str:
-    """The run and its bundle (`retry`: its stored retry context, if any), or why it cannot be
+def _judgeable(row: Any, invocations: list[Any]) -> tuple[RunRecord, RunBundle] | str:
+    """The run and its bundle from the rows `load_for_judging` read, or why it cannot be
     re-judged (one line)."""
     if row.intent != Intent.DIAGNOSIS.value:
         return f"a {row.intent} run has no claims to re-verify"
     if row.executor_output_raw is None:
         return f"the run has no stored Executor output (it ended {row.status} before it)"
     try:
-        record = _record(row, with_answer=False)  # the stored answer is not re-judged
+        evaluation = (SelfEvaluation.model_validate_json(row.evaluation_json)
+                      if row.evaluation_json is not None else None)
+        record = _record(row, with_answer=False, evaluation=evaluation)
         bundle = RunBundle(
             run_id=row.run_id, session_id=row.session_id, query=row.query,
-            intent=Intent(row.intent), invocations=[_invocation(i) for i in invocations],
+            intent=Intent(row.intent),
+            invocations=[_invocation_of(c.tool_call_id, c.tool_name, c.arguments, c.status,
+                                       c.evidence_status, c.projection_json, c.error)
+                         for c in invocations],
             executor_output_raw=row.executor_output_raw,
-            retry_context=RetryContext.model_validate(retry) if retry else None)
+            retry_context=RetryContext.model_validate(row.retry) if row.retry else None)
     except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError included
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"the stored run is corrupt: {first}"
     return record, bundle
+
+
+_JUDGED_RUN_COLUMNS = [
+    c for c in DiagnosisRunRow.__table__.columns
+    if c.name not in ("state", "final_answer", "self_evaluation")]
+_JUDGED_CALL_COLUMNS = [
+    ToolInvocationRow.__table__.c[name] for name in (
+        "run_id", "tool_call_id", "tool_name", "arguments", "status", "evidence_status",
+        "error")]
 
 
 def _finish_if_done(session: Session, batch_id: str) -> None:

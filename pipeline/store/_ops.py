@@ -354,9 +354,13 @@ def _dump_projection(projection: Projection | None) -> dict[str, Any] | None:
     return projection.model_dump(mode="json") if projection is not None else None
 
 
-def _record(row: DiagnosisRunRow, *, with_answer: bool = True) -> RunRecord:
-    """The row as a record; `with_answer=False` leaves `final_answer` out (None) for a reader
-    that deferred that column and does not need it (a re-judgement)."""
+def _record(row: Any, *, with_answer: bool = True, with_evaluation: bool = True,
+            evaluation: SelfEvaluation | None = None) -> RunRecord:
+    """The row (an ORM row, or a Core row with the same column names) as a record;
+    `with_answer=False` / `with_evaluation=False` leave `final_answer` / `self_evaluation`
+    out (None) for a reader that did not read that column and does not need it (a
+    re-judgement, a list of runs). `evaluation`: the self-evaluation already parsed by the
+    caller (its column then unread)."""
     return RunRecord(
         run_id=row.run_id,
         tenant_id=row.tenant_id,
@@ -373,7 +377,8 @@ def _record(row: DiagnosisRunRow, *, with_answer: bool = True) -> RunRecord:
             if with_answer and row.final_answer is not None else None
         ),
         self_evaluation=(
-            SelfEvaluation.model_validate(row.self_evaluation)
+            evaluation if evaluation is not None or not with_evaluation
+            else SelfEvaluation.model_validate(row.self_evaluation)
             if row.self_evaluation is not None
             else None
         ),
@@ -398,13 +403,17 @@ def _invocation(row: Any) -> ToolInvocation:
 
 def _invocation_of(
     tool_call_id: str, tool_name: str, arguments: dict[str, Any], status: str,
-    evidence_status: str | None, projection: dict[str, Any] | None, error: str | None,
+    evidence_status: str | None, projection: dict[str, Any] | str | None, error: str | None,
 ) -> ToolInvocation:
+    """A tool call from its columns; `projection` is the stored document, or its JSON text
+    (parsed and validated in one pass)."""
     return ToolInvocation(
         tool_call_id=tool_call_id, tool_name=tool_name, arguments=arguments,
         status=LifecycleStatus(status),
         evidence_status=EvidenceStatus(evidence_status) if evidence_status else None,
-        projection=Projection.model_validate(projection) if projection else None,
+        projection=(None if not projection
+                    else Projection.model_validate_json(projection)
+                    if isinstance(projection, str) else Projection.model_validate(projection)),
         error=error,
     )
 

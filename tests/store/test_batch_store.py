@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from models.batch import BatchStatus, ItemDetail, ItemResult, ItemStatus, Selection
 from models.common import Intent, RunStatus
@@ -77,6 +77,42 @@ def test_selection_pages_by_keyset_newest_first_with_every_filter(store: RunStor
     assert chosen(since=now + timedelta(hours=1)) == []
     assert len(chosen(until=now + timedelta(hours=1))) == 6
     assert chosen(prompt_versions={"verifier": "no-such-version"}) == []
+
+
+def test_a_page_of_runs_is_one_query_whatever_it_leaves_out(store: RunStore) -> None:
+    """Selection never goes back for a column per run (a batch over 1,000 runs once read each
+    run's answer and self-evaluation again, two queries per run: 2 s before any judging)."""
+    ids = [_finished(store) for _ in range(5)]
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    # the reading pool (its own engine on PostgreSQL) and the writing one; on SQLite one pool
+    engines = {id(e.pool): e for e in (store._engine, store._fast)}.values()  # noqa: SLF001
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", seen)
+    try:
+        summaries = list(store.iter_runs(tenant_id=A, selection=Selection(), summary=True))
+        assert len([s for s in statements if "diagnosis_run" in s]) == 1
+        assert [r.run_id for r in summaries] == list(reversed(ids))
+        assert {(r.final_answer, r.self_evaluation) for r in summaries} == {(None, None)}
+        statements.clear()
+        full = list(store.iter_runs(tenant_id=A, selection=Selection()))
+        assert len([s for s in statements if "diagnosis_run" in s]) == 1
+        assert all(r.final_answer is not None and r.self_evaluation is not None for r in full)
+        statements.clear()
+        audited = list(store.iter_runs(
+            tenant_id=A, selection=Selection(prompt_versions={"verifier": "nope"}),
+            summary=True))
+        assert audited == [] and len([s for s in statements if "diagnosis_run" in s]) == 1
+        statements.clear()
+        batch = _batch(store)
+        assert batch.total == 5
+        assert len([s for s in statements if "FROM diagnosis_run" in s]) == 1
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", seen)
 
 
 def test_a_batch_holds_its_tenants_ended_runs_and_is_hidden_from_others(store: RunStore) -> None:
