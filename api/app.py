@@ -73,17 +73,24 @@ def state_of(request: Request) -> ApiState:
     return found
 
 
-def caller(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Caller:
-    """The request's token (401 without a live one) and its tenant's client."""
-    state = state_of(request)
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+"""The request's bearer credentials, not yet checked (no store read): for an endpoint that
+authenticates with `caller_of` in the same worker thread as its own blocking work."""
+
+
+def caller_of(state: ApiState, credentials: HTTPAuthorizationCredentials | None) -> Caller:
+    """The caller the credentials name (401 without a live token) and its tenant's client.
+    Blocking (a store read): call it from a worker thread."""
     if credentials is None:
         raise Unauthorized("missing bearer token: send Authorization: Bearer <token>")
     header = f"Bearer {credentials.credentials}"
     token = authenticate(header, state.tokens.runtime.store.token_by_secret_hash)
     return Caller(token=token, client=state.client(token.tenant_id))
+
+
+def caller(request: Request, credentials: BearerDep) -> Caller:
+    """The request's token (401 without a live one) and its tenant's client."""
+    return caller_of(state_of(request), credentials)
 
 
 CallerDep = Annotated[Caller, Depends(caller)]

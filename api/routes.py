@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from api.app import CallerDep, state_of
+from api.app import BearerDep, CallerDep, caller_of, state_of
 from api.schemas import (
     BatchReport,
     Cancelled,
@@ -38,6 +38,7 @@ from models.bundle import RunBundle
 from models.common import RunStatus
 from models.run import RunRecord
 from pipeline.errors import InputError
+from tasks.client import VerityClient
 
 router = APIRouter()
 
@@ -58,7 +59,7 @@ def _links(run_id: str) -> dict[str, str]:
 
 @router.post("/runs", status_code=202, response_model=CreatedRun, tags=["runs"],
              responses={**_ERRORS, **_SSE})
-async def create_run(body: CreateRun, request: Request, who: CallerDep,
+async def create_run(body: CreateRun, request: Request, credentials: BearerDep,
                      stream: Annotated[bool, Query(
                          description="Answer with the run's events (SSE); the run is cancelled "
                          "if this client goes away, unless on_disconnect=continue.")] = False,
@@ -66,12 +67,16 @@ async def create_run(body: CreateRun, request: Request, who: CallerDep,
     """Enqueue a run; 202 with its id, or (`?stream=true` or `on_disconnect=cancel`) its
     events as they happen."""
     state = state_of(request)
-    state.limiter.take(who.token.token_id)
-    client = who.client
-    run_id = await run_in_threadpool(  # one hop to the thread pool: name the source, submit
-        lambda: client.submit(body.question, session_id=body.session,
-                              source=source_name(body.source), at=body.options.at,
-                              deadline_s=body.options.deadline_s))
+
+    def submit() -> tuple[VerityClient, str]:
+        who = caller_of(state, credentials)
+        state.limiter.take(who.token.token_id)
+        return who.client, who.client.submit(
+            body.question, session_id=body.session, source=source_name(body.source),
+            at=body.options.at, deadline_s=body.options.deadline_s)
+
+    # one hop to the thread pool for the whole request: the token, the source, the submit
+    client, run_id = await run_in_threadpool(submit)
     mode = body.options.on_disconnect or (
         OnDisconnect.CANCEL if stream else OnDisconnect.CONTINUE)
     headers = {"location": f"/runs/{run_id}"}

@@ -5,9 +5,10 @@ run from this folder, `bench/sources.py` included.)
 
 On the local PostgreSQL and Redis, with real `verity worker` processes and Claude agents on the
 fake Anthropic server (tests/chaos/harness.py), it measures, and prints as one JSON object:
-- `POST /runs` latency (p50, p95) and runs/s over a kept-alive HTTP connection, beside
-  `VerityClient.submit` called in this process on the same database and broker, interleaved
-  call by call (the target: HTTP at most 1.5x direct at p50); then both from 8 threads at once;
+- `POST /runs` latency (p50, p95) and runs/s over a kept-alive HTTP connection, with a lean
+  client (`http.client`) and with httpx, beside `VerityClient.submit` called in this process
+  on the same database and broker, interleaved call by call (the target: HTTP at most 1.5x
+  direct at p50); then each from 8 threads at once;
 - SSE delivery delay with 200 followers of one run: for every run_event a follower receives,
   its arrival time minus the event's `created_at` (the store's write time), p50 and p99.
 
@@ -156,6 +157,13 @@ def _pct(ordered: list[float], pct: float) -> float:
 
 
 def _post_runs(base: str, secret: str, *, runs: int) -> dict[str, Any]:
+    """`POST /runs` three ways, interleaved call by call: over HTTP with a lean client (the
+    standard library's keep-alive `http.client`: the API's own latency, as a load generator
+    sees it), over HTTP with httpx (what a Python caller of `VerityClient.from_url` also pays
+    for its client), and `VerityClient.submit` in this process."""
+    import http.client
+    from urllib.parse import urlsplit
+
     import httpx
 
     from api.sources import source_name
@@ -163,25 +171,38 @@ def _post_runs(base: str, secret: str, *, runs: int) -> dict[str, Any]:
 
     direct = VerityClient.from_env(tenant="bench")
     local = threading.local()
+    address = urlsplit(base)
+    body = json.dumps({"question": QUESTION, "source": SOURCE})
+    headers = {"authorization": f"Bearer {secret}", "content-type": "application/json"}
 
     def over_http() -> None:
-        http = getattr(local, "http", None)
-        if http is None:
-            http = local.http = httpx.Client(base_url=base, timeout=30,
-                                             headers={"authorization": f"Bearer {secret}"})
-        answer = http.post("/runs", json={"question": QUESTION, "source": SOURCE})
+        connection = getattr(local, "connection", None)
+        if connection is None:
+            connection = local.connection = http.client.HTTPConnection(
+                address.hostname, address.port, timeout=30)
+        connection.request("POST", "/runs", body, headers)
+        answer = connection.getresponse()
+        text = answer.read()
+        assert answer.status == 202, text
+
+    def over_httpx() -> None:
+        client = getattr(local, "httpx", None)
+        if client is None:
+            client = local.httpx = httpx.Client(base_url=base, timeout=30, headers=headers)
+        answer = client.post("/runs", content=body)
         assert answer.status_code == 202, answer.text
 
     def in_process() -> None:
         # what the endpoint does: name the source, then submit
         direct.submit(QUESTION, source=source_name(SOURCE))
 
-    for call in (over_http, in_process, over_http, in_process):  # warm both paths
+    sides = {"http": over_http, "http_httpx": over_httpx, "direct": in_process}
+    for call in [*sides.values()] * 2:  # warm every path
         call()
-    timed: dict[str, list[float]] = {"http": [], "direct": []}
-    spent = {"http": 0.0, "direct": 0.0}
+    timed: dict[str, list[float]] = {name: [] for name in sides}
+    spent = dict.fromkeys(sides, 0.0)
     for _ in range(runs):
-        for name, call in (("http", over_http), ("direct", in_process)):
+        for name, call in sides.items():
             started = time.perf_counter()
             call()
             took = time.perf_counter() - started
@@ -189,9 +210,13 @@ def _post_runs(base: str, secret: str, *, runs: int) -> dict[str, Any]:
             spent[name] += took
     found: dict[str, Any] = {name: _stats(timed[name], spent[name]) for name in timed}
     found["ratio_p50"] = round(found["http"]["p50_ms"] / found["direct"]["p50_ms"], 2)
+    found["ratio_p50_httpx"] = round(found["http_httpx"]["p50_ms"] / found["direct"]["p50_ms"],
+                                     2)
     found["target_ratio_p50"] = 1.5
+    found["clients"] = {"http": "http.client (standard library), one kept-alive connection",
+                        "http_httpx": "httpx.Client, one kept-alive connection"}
     found["concurrent"] = {"threads": THREADS}
-    for name, call in (("http", over_http), ("direct", in_process)):
+    for name, call in sides.items():
         started = time.perf_counter()
         with ThreadPoolExecutor(THREADS) as pool:
             list(pool.map(lambda _, chosen=call: chosen(), range(runs)))

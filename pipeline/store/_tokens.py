@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
@@ -15,6 +15,7 @@ from models.token import ApiToken
 from pipeline.errors import InputError
 from pipeline.ids import check_tenant_id
 from pipeline.store._ops import _now, _rowcount
+from pipeline.store._pg import HotPath
 
 TOUCH_EVERY = timedelta(minutes=1)
 """`last_used_at` is written at most this often per token: a read per request, not a write."""
@@ -26,6 +27,8 @@ class TokenStore:
 
     _read: Callable[[], AbstractContextManager[Session]]
     _write: Callable[[], AbstractContextManager[Session]]
+    _pg: bool
+    _hot_path: Callable[[], HotPath]
 
     def create_token(self, *, token_id: str, tenant_id: str, name: str, secret_sha256: str
                      ) -> ApiToken:
@@ -45,13 +48,9 @@ class TokenStore:
         """The token with this secret hash if it is not revoked (None otherwise), its
         `last_used_at` moved to now when it was older than `TOUCH_EVERY`."""
         moment = now or _now()
-        stmt = select(ApiTokenRow).where(ApiTokenRow.secret_sha256 == secret_sha256,
-                                         ApiTokenRow.revoked_at.is_(None))
-        with self._read() as session:
-            row = session.scalars(stmt).one_or_none()
-            if row is None:
-                return None
-            token = _token(row)
+        token = self._live_token(secret_sha256)
+        if token is None:
+            return None
         if token.last_used_at is None or moment - token.last_used_at >= TOUCH_EVERY:
             touch = (update(ApiTokenRow).where(ApiTokenRow.token_id == token.token_id)
                      .where(or_(ApiTokenRow.last_used_at.is_(None),
@@ -61,6 +60,22 @@ class TokenStore:
                 session.execute(touch)
             token = token.model_copy(update={"last_used_at": moment})
         return token
+
+    def _live_token(self, secret_sha256: str) -> ApiToken | None:
+        # Every API request reads this: on PostgreSQL one prepared statement on the hot
+        # path's autocommit pool (no ORM session), elsewhere an ORM read.
+        if self._pg:
+            found = self._hot_path().fetch_one(_LIVE_TOKEN, {"p_hash": secret_sha256})
+            if found is None:
+                return None
+            values = dict(zip(_TOKEN_FIELDS, found, strict=True))
+            return ApiToken(**{k: v.astimezone(UTC) if isinstance(v, datetime) else v
+                               for k, v in values.items()})
+        stmt = select(ApiTokenRow).where(ApiTokenRow.secret_sha256 == secret_sha256,
+                                         ApiTokenRow.revoked_at.is_(None))
+        with self._read() as session:
+            row = session.scalars(stmt).one_or_none()
+            return _token(row) if row is not None else None
 
     def list_tokens(self, *, tenant_id: str | None = None) -> list[ApiToken]:
         """Every token (of one tenant, given one), oldest first, revoked ones included."""
@@ -78,6 +93,11 @@ class TokenStore:
                 .values(revoked_at=_now()))
         with self._write() as session:
             return _rowcount(session.execute(stmt)) == 1
+
+
+_TOKEN_FIELDS = ("token_id", "tenant_id", "name", "created_at", "revoked_at", "last_used_at")
+_LIVE_TOKEN = (f"SELECT {', '.join(_TOKEN_FIELDS)} FROM api_token "
+               "WHERE secret_sha256 = %(p_hash)s AND revoked_at IS NULL")
 
 
 def _token(row: ApiTokenRow) -> ApiToken:
