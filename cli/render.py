@@ -31,8 +31,8 @@ def print_result(console: Console, result: RunResult, *, title: str = "Verity") 
     console.print(_claims_table(result))
     gatekeeper = evaluation.gatekeeper_result
     if gatekeeper is not None and gatekeeper.failed_rules:
-        rules = ", ".join(rule.value for rule in gatekeeper.failed_rules)
-        console.print(Text(f"Gatekeeper failed rules: {rules}", style="yellow"))
+        failed = ", ".join(rule.value for rule in gatekeeper.failed_rules)
+        console.print(Text(f"Gatekeeper failed rules: {failed}", style="yellow"))
     for note in evaluation.downgrades:
         console.print(Text(f"post-check: {note}", style="dim"))
     rules = result.self_evaluation.rule_evaluation

@@ -178,7 +178,7 @@ def _print_record(record: RunRecord) -> None:
         out.print(f"run {record.run_id}: {record.status.value}")
         return
     result = RunResult(
-        run_id=record.run_id, status=record.status.value,  # type: ignore[arg-type]
+        run_id=record.run_id, status=record.status.value,
         verdict=record.verdict, fallback_type=record.fallback_type,
         final_answer=record.final_answer, self_evaluation=record.self_evaluation,
     )

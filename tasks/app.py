@@ -17,7 +17,7 @@ from tasks.events import SentEventDispatcher
 transport.install()
 
 
-class _AMQP(AMQP):  # type: ignore[misc]
+class _AMQP(AMQP):
     @cached_property
     def _event_dispatcher(self) -> EventDispatcher:
         # as Celery's: publish() is called with the sender's producer, so it stays disabled

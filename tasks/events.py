@@ -24,7 +24,7 @@ _consumer: Consumer | None = None
 """This process's worker consumer, once a worker has started in it."""
 
 
-class Consumer(CeleryConsumer):  # type: ignore[misc]
+class Consumer(CeleryConsumer):
     """The worker's consumer: publishes buffered task events on a timer."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -71,7 +71,7 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
         self._flush_events()
 
 
-class SentEventDispatcher(EventDispatcher):  # type: ignore[misc]
+class SentEventDispatcher(EventDispatcher):
     """Publishes `task-sent` events with the sender's own producer, without the lock; in a
     worker, buffers them with the worker's task events instead.
 

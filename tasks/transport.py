@@ -22,7 +22,7 @@ from kombu import transport as kombu_transports
 from kombu.transport import redis as kombu_redis
 
 
-class Channel(kombu_redis.Channel):  # type: ignore[misc]
+class Channel(kombu_redis.Channel):
     """The Redis channel, reusing one synchronous client for short commands."""
 
     _command_client: Any = None
@@ -34,11 +34,11 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
             return
         command_client = self._command_client
         if command_client is None or command_client.connection_pool is not self.pool:
-            command_client = self._command_client = self._create_client()
+            command_client = self._command_client = self._create_client()  # type: ignore[no-untyped-call]
         yield command_client
 
 
-class Transport(kombu_redis.Transport):  # type: ignore[misc]
+class Transport(kombu_redis.Transport):
     """The Redis transport with `Channel` above."""
 
     Channel = Channel
