@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +29,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
 from pipeline.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -134,3 +139,31 @@ def store(database_url: str) -> Iterator[RunStore]:
     """An open RunStore on a fresh database, on each backend."""
     with RunStore.open(database_url) as opened:
         yield opened
+
+
+def start_cli(args: list[str], *, env: dict[str, str], log: Path, ready: bytes,
+              what: str, timeout_s: float = 30) -> subprocess.Popen[bytes]:
+    """`verity ARGS` as a process of its own, its output in `log`; returns once `ready`
+    appears there (AssertionError with the log's tail if it exits or times out first)."""
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
+                                   env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout_s
+    while ready not in log.read_bytes():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+    return process
+
+
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM (a warm shutdown) to every live process, then SIGKILL any still up after 15 s."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)

@@ -14,7 +14,6 @@ import random
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from sqlalchemy.pool import NullPool
 from pipeline.store import RunStore
 from pipeline.tokens import hash_secret, new_secret, new_token_id
 from tests.chaos.harness import spawn_fake
-from tests.conftest import fresh_schema
+from tests.conftest import fresh_schema, start_cli, stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS_PER_MINUTE = 3
@@ -85,27 +84,11 @@ class World:
                               capture_output=True, text=True, timeout=60, check=False)
 
     def start(self, name: str, *args: str, ready: bytes) -> None:
-        log = self.log_dir / f"{name}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
-                                       env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        self.processes.append(process)
-        deadline = time.monotonic() + 30
-        while ready not in log.read_bytes():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{name} did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
+        self.processes.append(start_cli(list(args), env=self.env, what=name, ready=ready,
+                                        log=self.log_dir / f"{name}.log"))
 
     def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        stop_processes(self.processes)
 
 
 @pytest.fixture(scope="module")

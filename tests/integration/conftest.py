@@ -22,6 +22,7 @@ import pytest
 import redis
 
 from pipeline.store import RunStore
+from tests.conftest import start_cli, stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANT = "team-a"
@@ -70,20 +71,12 @@ class Workers:
     def start(self, *, faults: str = "", concurrency: int = 4,
               queues: str = "control,llm,tools") -> subprocess.Popen[bytes]:
         """Start `verity worker` and wait until it consumes."""
-        log = self.log_dir / f"worker-{len(self.processes)}.log"
-        env = {**self.env, "VERITY_FAULTS": faults}
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "cli.main", "worker", "--concurrency", str(concurrency),
-                 "--queues", queues, "--loglevel", "INFO"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            )
+        process = start_cli(
+            ["worker", "--concurrency", str(concurrency), "--queues", queues,
+             "--loglevel", "INFO"],
+            env={**self.env, "VERITY_FAULTS": faults}, ready=b"ready.", what="worker",
+            log=self.log_dir / f"worker-{len(self.processes)}.log")
         self.processes.append(process)
-        deadline = time.monotonic() + 30
-        while b"ready." not in log.read_bytes():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"worker did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
         return process
 
     def kill(self, process: subprocess.Popen[bytes]) -> None:
@@ -93,15 +86,7 @@ class Workers:
 
     def stop_all(self) -> None:
         """Warm shutdown of every live worker."""
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        stop_processes(self.processes)
 
 
 @pytest.fixture
