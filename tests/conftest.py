@@ -144,13 +144,15 @@ def store(database_url: str) -> Iterator[RunStore]:
 def start_cli(args: list[str], *, env: dict[str, str], log: Path, ready: bytes,
               what: str, timeout_s: float = 30) -> subprocess.Popen[bytes]:
     """`verity ARGS` as a process of its own, its output in `log`; returns once `ready`
-    appears there (AssertionError with the log's tail if it exits or times out first)."""
+    appears there (AssertionError with the log's tail if it exits or times out first; the
+    process is stopped then)."""
     with log.open("wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT,
                                    env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout_s
     while ready not in log.read_bytes():
         if process.poll() is not None or time.monotonic() > deadline:
+            stop_processes([process])
             raise AssertionError(f"{what} did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.1)
     return process

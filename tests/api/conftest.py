@@ -14,6 +14,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,21 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNS_PER_MINUTE = 3
 """The server's rate limit: a test creates at most this many runs per token, but the rate test."""
 MAX_BODY = 4096
+
+
+TERMINAL = {"SUCCESS", "FALLBACK", "FAILED", "CANCELLED"}
+
+
+def wait_for_run(http: httpx.Client, run_id: str, *, timeout: float = 60) -> dict[str, Any]:
+    """The run as `GET /runs/{id}` answers once it has ended (AssertionError after
+    `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        record: dict[str, Any] = http.get(f"/runs/{run_id}").json()
+        if record["status"] in TERMINAL:
+            return record
+        assert time.monotonic() < deadline, f"run {run_id} still {record['status']}"
+        time.sleep(0.1)
 
 
 def free_port() -> int:

@@ -12,14 +12,13 @@ import pytest
 
 from pipeline.errors import ConfigurationError, InputError, RunNotFoundError
 from tasks.client import VerityClient
-from tests.api.conftest import MAX_BODY, RUNS_PER_MINUTE, World
+from tests.api.conftest import MAX_BODY, RUNS_PER_MINUTE, TERMINAL, World, wait_for_run
 from tests.api.sse import Frame, frames
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 SOURCE = "scenario:checkout-pool-exhaustion"
 QUESTION = "Why is checkout-service returning 500s?"
-TERMINAL = {"SUCCESS", "FALLBACK", "FAILED", "CANCELLED"}
 
 
 @pytest.fixture(autouse=True)
@@ -35,16 +34,6 @@ def _create(http: httpx.Client, **body: object) -> str:
     response = http.post("/runs", json={"question": QUESTION, "source": SOURCE, **body})
     assert response.status_code == 202, response.text
     return str(response.json()["run_id"])
-
-
-def _wait(http: httpx.Client, run_id: str, *, timeout: float = 60) -> dict[str, object]:
-    deadline = time.monotonic() + timeout
-    while True:
-        record: dict[str, object] = http.get(f"/runs/{run_id}").json()
-        if record["status"] in TERMINAL:
-            return record
-        assert time.monotonic() < deadline, f"run {run_id} still {record['status']}"
-        time.sleep(0.1)
 
 
 def _stored_seqs(world: World, run_id: str) -> list[int]:
@@ -101,7 +90,7 @@ def test_resume_with_last_event_id_mid_run_has_no_gap_and_no_repeat(world: World
 def test_after_query_resumes_and_json_page(world: World) -> None:
     with world.http(world.token()) as http:
         run_id = _create(http)
-        _wait(http, run_id)
+        wait_for_run(http, run_id)
         tail = [f for f in _follow(http, run_id, after=3) if f.event == "run_event"]
         page = http.get(f"/runs/{run_id}/events", params={"after": 3, "follow": "false"}).json()
     assert [f.data["seq"] for f in tail] == _stored_seqs(world, run_id)[3:]
@@ -123,7 +112,7 @@ def test_cancel(world: World) -> None:
         run_id = _create(http)
         said = http.post(f"/runs/{run_id}/cancel")
         assert said.status_code == 200 and said.json() == {"id": run_id, "cancelled": True}
-        assert _wait(http, run_id, timeout=10)["status"] == "CANCELLED"
+        assert wait_for_run(http, run_id, timeout=10)["status"] == "CANCELLED"
         assert http.post(f"/runs/{run_id}/cancel").json()["cancelled"] is False
         assert _follow(http, run_id)[-1].data["status"] == "CANCELLED"
 
@@ -157,7 +146,7 @@ def test_another_tenants_runs_are_404s(world: World) -> None:
         assert unknown.status_code == 404
         assert run_id not in {r["run_id"] for r in b.get("/runs").json()["runs"]}
         assert a.get(f"/runs/{run_id}").status_code == 200
-        _wait(a, run_id)
+        wait_for_run(a, run_id)
         assert a.get(f"/runs/{run_id}/bundle").status_code == 200
 
 
@@ -229,7 +218,7 @@ def test_request_limits_and_validation_are_one_line(world: World) -> None:
 def test_batches(world: World) -> None:
     with world.http(world.token("batcher")) as http, world.http(world.token()) as other:
         run_id = _create(http)
-        _wait(http, run_id)
+        wait_for_run(http, run_id)
         made = http.post("/batches", json={"provider": "offline", "chunk_size": 5})
         assert made.status_code == 202, made.text
         batch_id = made.json()["batch_id"]
@@ -280,7 +269,7 @@ def test_disconnect_during_a_held_model_call_cancels_the_run(world: World) -> No
             assert http.get(f"/runs/{run_id}").json()["status"] == "RUNNING"
             gone = time.monotonic()
         # the stream is closed: the client went away
-        record = _wait(http, run_id, timeout=5)
+        record = wait_for_run(http, run_id, timeout=5)
         noticed = time.monotonic() - gone
         assert record["status"] == "CANCELLED", record
         assert noticed <= 1.5, f"CANCELLED {noticed:.2f}s after the disconnect"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from sqlalchemy.pool import NullPool
 
 from models.tables import Base
 from pipeline.store import MIGRATIONS_DIR
+from tests.conftest import stop_processes
 
 pytestmark = pytest.mark.slow
 
@@ -199,10 +199,5 @@ def test_wheel__a_worker_runs_the_diagnosis(
             time.sleep(0.1)
         _run_json(installed, env)
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(5)
+        stop_processes([worker])
     assert b"verity.node.finalize" in log.read_bytes()

@@ -22,10 +22,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -35,6 +33,7 @@ import pytest
 import redis
 
 from pipeline.scenarios import load_scenario, scenario_path
+from tests.conftest import start_cli, stop_processes
 from tests.sources.fault_server import FAULT_TOKEN, FAULT_TOKEN_ENV
 from tests.sources.prom_harness import SCENARIOS, PromStack
 from tests.sources.replay import KubernetesReplay, LokiReplay
@@ -193,24 +192,13 @@ def test_end_to_end__a_configured_source_diagnoses_as_the_folder_does(
 @contextmanager
 def celery_worker(env: dict[str, str], log: Path) -> Iterator[None]:
     """`verity worker` on every queue, as tests/integration starts it; stopped warm after."""
-    with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "cli.main", "worker", "--concurrency",
-                                    "2", "--queues", "control,llm,tools", "--loglevel", "INFO"],
-                                   cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    process = start_cli(["worker", "--concurrency", "2", "--queues", "control,llm,tools",
+                         "--loglevel", "INFO"], env=env, log=log, ready=b"ready.",
+                        what="worker")
     try:
-        deadline = time.monotonic() + 30
-        while b"ready." not in log.read_bytes():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"worker did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
         yield
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_processes([process])
 
 
 def test_end_to_end__through_celery_workers_on_redis_and_postgresql(

@@ -4,32 +4,24 @@ at, open a batch report, and data shown as text, never as markup."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.api.conftest import World
+from tests.api.conftest import World, wait_for_run
 from tests.web.conftest import save_screenshot
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 SOURCE = "scenario:checkout-pool-exhaustion"
 QUESTION = "Why is checkout-service returning 500s?"
-TERMINAL = {"SUCCESS", "FALLBACK", "FAILED", "CANCELLED"}
 VERIFIER_HOLD_S = 2.0
 
 
 def _wait_run(world: World, secret: str, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
     with world.http(secret) as http:
-        while True:
-            record: dict[str, Any] = http.get(f"/runs/{run_id}").json()
-            if record["status"] in TERMINAL:
-                return record
-            assert time.monotonic() < deadline, f"run {run_id} still {record['status']}"
-            time.sleep(0.2)
+        return wait_for_run(http, run_id)
 
 
 def _create_run(world: World, secret: str, question: str = QUESTION) -> str:
