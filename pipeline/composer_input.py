@@ -12,6 +12,7 @@ from models.composer import (
     AllowedHypothesis,
     ComposerAction,
     ComposerInput,
+    GapItem,
     RunbookStep,
     WithheldAction,
 )
@@ -91,17 +92,30 @@ def build_composition(
         actions, material_texts=[query, *(c.text for c in allowed), *(h.text for h in hypotheses)],
         steps=[s for s in runbook_steps if s.claim_id in allowed_ids],
     )
+    claim_ids = {c.claim_id for c in allowed}
+    gap_texts = _dedupe(leak.keep([g.description for g in gaps] + executor_output.missing_info))
     return Composition(ComposerInput(
         original_query=query,
         verdict=verdict,
         allowed_claims=allowed,
-        allowed_hypotheses=hypotheses,
-        missing_info=_dedupe(
-            leak.keep([g.description for g in gaps] + executor_output.missing_info)
-        ),
-        recommended_actions=[ComposerAction(text=text, claim_ids=ids) for _, text, ids in kept],
+        allowed_hypotheses=[h.model_copy(update={"hypothesis_id": i}) for h, i in zip(
+            hypotheses, citable_ids("H", len(hypotheses), taken=claim_ids), strict=True)],
+        missing_info=[GapItem(gap_id=i, text=t) for t, i in zip(
+            gap_texts, citable_ids("G", len(gap_texts), taken=claim_ids), strict=True)],
+        recommended_actions=[ComposerAction(action_id=i, text=text, claim_ids=ids)
+                             for (_, text, ids), i in zip(
+                                 kept, citable_ids("A", len(kept), taken=claim_ids),
+                                 strict=True)],
         rationale=rationale if leak.clean(rationale) else RATIONALE_WITHHELD,
     ), sorted([*refused, *guarded], key=lambda w: w.index))
+
+
+def citable_ids(prefix: str, count: int, *, taken: set[str]) -> list[str]:
+    """`count` ids `H1`, `H2` ... for statements to cite; the prefix is doubled (`HH1`) until
+    none is a claim id, so an id names one thing only."""
+    while any(f"{prefix}{n}" in taken for n in range(1, count + 1)):
+        prefix += prefix[0]
+    return [f"{prefix}{n}" for n in range(1, count + 1)]
 
 
 def _cited_actions(

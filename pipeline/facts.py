@@ -482,8 +482,8 @@ class FactSet:
         if fact.kind is FactKind.ERROR_CODE and fact.key.isdigit():
             value = float(fact.key)
             bare = (f for f in self._by_kind[FactKind.QUANTITY] if not f.unit)
-            if any(f.value == value for f in bare):
-                return True
+            if any(f.value == value for f in bare) or fact.key in self._tokens:
+                return True  # "512 ERROR lines" states the 512 of "512 errors"
         if (fact.kind, fact.key) in self._keys:
             return True
         if fact.kind in _TOKEN_KINDS:

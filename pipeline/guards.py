@@ -164,7 +164,8 @@ def _updated(check: ClaimCheck, refs: list[str], verification: Verification) -> 
 
 def composer_input_texts(composer_input: ComposerInput) -> list[str]:
     """Every string the Composer was given."""
-    texts = [composer_input.original_query, composer_input.rationale, *composer_input.missing_info]
+    texts = [composer_input.original_query, composer_input.rationale,
+             *(g.text for g in composer_input.missing_info)]
     texts += [c.text for c in composer_input.allowed_claims]
     texts += [h.text for h in composer_input.allowed_hypotheses]
     texts += [a.text for a in composer_input.recommended_actions]

@@ -1,0 +1,195 @@
+"""The words the statement check reads: what carries no content, what means the same, and the
+wording of causes, exclusivity and certainty. Data only; `pipeline.statements` applies it.
+
+A word is *content* unless it is listed here as connective, hedging or function language. The
+lists are deliberately closed: a word a model uses that is neither here nor in what its
+statement cites makes the statement fail, so an unknown word can only cost an answer, never let
+an invention through. Nothing listed as function language names an entity, a quantity, a
+direction of change, a cause, a state of health or an action.
+
+Synonyms are matched by class (`SYNONYMS`): a statement may say "rose" where its claim says
+"increased", never "fell". Each class keeps one direction and one meaning.
+"""
+
+from __future__ import annotations
+
+import re
+
+FUNCTION_WORDS = frozenset("""
+a an the this that these those it its it's they them their there here which who whom whose what
+whatever where when whenever while whilst as of in on at to from by with for into onto over
+under between within during after afterwards before beforehand then than later earlier
+meanwhile subsequently shortly soon just right immediately once until till since through
+throughout across around per via against among toward towards about upon along
+and or but yet also too well both either each other another such same like including include
+includes included e.g eg i.e ie etc namely respectively overall summary addition additionally
+further furthermore moreover however instead rather still already currently now
+is are was were be been being am has have had having do does did done will would shall should
+can could may might must get got gets become became becomes
+we you your yours our us i he she his her one ones itself themselves
+show shows showed shown showing indicate indicates indicated indicating suggest suggests
+suggested suggesting report reports reported reporting record records recorded observe observes
+observed observing see sees saw seen find finds found note notes noted mention mentions
+mentioned state states stated list lists listed give gives gave given read reads
+say says said saying
+evidence data information material finding findings observation observations signal signals
+investigation analysis result results point points detail details
+some several many multiple various most much few
+possibly possible perhaps probably likely unlikely potentially potential maybe presumably
+suspect suspected hypothesis hypotheses hypothesize hypothesized seem seems seemed
+direction directions candidate candidates unclear uncertain unknown unconfirmed undetermined
+whether if would
+time times period window respectively total totals around approximately roughly about nearly
+almost close so-called
+utc gmt z
+""".split())
+"""Connectives, pronouns, auxiliaries, prepositions, hedges and evidential verbs."""
+
+NEGATIONS = frozenset("""
+not no never none nothing nobody neither nor without cannot can't won't don't doesn't didn't
+isn't aren't wasn't weren't hasn't haven't hadn't couldn't wouldn't shouldn't absent
+""".split())
+"""Words that deny. A statement must deny exactly where what it cites denies."""
+
+NOCHANGE = "nochange"
+"""The class of words that say nothing moved ("flat", "unchanged", "no shift"): a denial."""
+
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "up": ("rise", "rose", "risen", "rising", "rises", "increase", "increased", "increasing",
+           "jump", "jumped", "spike", "spiked", "surge", "surged", "climb", "climbed", "grow",
+           "grew", "grown", "higher", "up", "elevated", "soar", "soared", "raise", "raised",
+           "upward", "upwards", "more"),
+    "down": ("fall", "fell", "fallen", "drop", "dropped", "decrease", "decreased", "decline",
+             "declined", "lower", "lowered", "down", "reduce", "reduced", "reduction", "cut",
+             "shrink", "shrank", "shrunk", "dip", "dipped", "downward", "downwards", "less",
+             "fewer"),
+    NOCHANGE: ("flat", "steady", "stable", "unchanged", "remain", "remained", "remains",
+               "stay", "stayed", "stays", "constant", "nochange"),
+    "onset": ("begin", "began", "begun", "start", "started", "onset", "appear", "appeared",
+              "emerge", "emerged", "first", "new", "commence", "commenced"),
+    "error": ("error", "errors", "errored", "fail", "failed", "failing", "failure",
+              "failures", "fails"),
+    "log": ("log", "logs", "logged", "logging", "line", "lines", "entry", "entries"),
+    "deploy": ("deploy", "deployed", "deployment", "deployments", "rollout", "release",
+               "released", "releases"),
+    "revert": ("rollback", "revert", "reverted", "reverting", "undo"),
+    "alert": ("alert", "alerts", "alarm", "alarms", "fire", "firing", "fired"),
+    "restart": ("restart", "restarts", "restarted", "restarting", "crash", "crashed",
+                "crashes", "crashing", "crashloop", "crashlooping"),
+    "exhaust": ("exhaust", "exhausted", "exhaustion", "saturate", "saturated", "saturation",
+                "depleted", "depletion", "maxed"),
+    "slow": ("slow", "slowness", "slowed", "latency", "latencies", "delay", "delays",
+             "delayed", "lag"),
+    "request": ("request", "requests", "call", "calls"),
+    "inspect": ("check", "inspect", "review", "examine", "investigate", "look", "compare",
+                "verify", "watch", "monitor", "track"),
+    "connection": ("connection", "connections", "conn", "conns"),
+    "threshold": ("above", "exceed", "exceeded", "exceeding", "exceeds"),
+}
+"""Word classes whose members a statement may use for one another."""
+
+PHRASES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\bno\s+(?:shift|change|movement)\b", re.I), "nochange"),
+    (re.compile(r"\b(?:did|does|do)\s+not\s+(?:shift|change|move)\b", re.I), "nochange"),
+    (re.compile(r"\broll(?:ed|ing|s)?\s+back\b", re.I), "rollback"),
+    (re.compile(r"\broll(?:ed|ing|s)?\s+out\b", re.I), "rollout"),
+    (re.compile(r"\b(?:ran|run|runs|running)\s+(?:out|dry)\b", re.I), "exhausted"),
+    (re.compile(r"\btim(?:ed|es|ing)\s+out\b", re.I), "timeout"),
+    (re.compile(r"\bwent\s+up\b", re.I), "rose"),
+    (re.compile(r"\bwent\s+down\b", re.I), "fell"),
+    (re.compile(r"\bshifted\s+up\b", re.I), "rose"),
+    (re.compile(r"\bshifted\s+down\b", re.I), "fell"),
+]
+"""Several words meaning one: rewritten to that one word before words are compared."""
+
+IRREGULAR = {
+    "rose": "rise", "risen": "rise", "fell": "fall", "fallen": "fall", "grew": "grow",
+    "grown": "grow", "began": "begin", "begun": "begin", "led": "lead", "drove": "drive",
+    "driven": "drive", "broke": "break", "broken": "break", "ran": "run", "went": "go",
+    "shrank": "shrink", "shrunk": "shrink", "took": "take", "taken": "take", "hit": "hit",
+    "brought": "bring", "kept": "keep", "held": "hold", "left": "leave", "made": "make",
+    "sent": "send", "spent": "spend", "threw": "throw", "thrown": "throw", "wrote": "write",
+    "written": "write", "knew": "know", "known": "know",
+}
+"""Irregular verb forms a stemmer does not join to their base."""
+
+NUMBER_WORDS = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
+    "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+    "ninety": 90, "hundred": 100, "thousand": 1000, "million": 1_000_000, "dozen": 12,
+    "twice": 2, "double": 2, "doubled": 2, "triple": 3, "tripled": 3, "half": 0.5,
+    "halved": 0.5,
+}
+"""Numbers in words: each must be a number its statement's material states."""
+
+# -- wording of causes, exclusivity and certainty ---------------------------------------------
+
+CAUSAL = re.compile(
+    r"\bbecause\b|\bcaus(?:e|es|ed|ing|al|ally|ation)\b|\bdue\s+(?:\w+\s+)?to\b|\bowing\s+to\b"
+    r"|\bthanks\s+to\b|\bon\s+account\s+of\b|\bled\s+(?:\w+\s+)?to\b"
+    r"|\blead(?:s|ing)?\s+(?:\w+\s+)?to\b"
+    r"|\bresult(?:s|ed|ing)?\s+(?:\w+\s+)?(?:in|from)\b|\bas\s+a\s+(?:result|consequence)\b"
+    r"|\bresult\s+of\b|\bconsequen(?:ce|ces|tly)\b|\btrigger(?:s|ed|ing)?\b"
+    r"|\bdriv(?:e|es|en|ing)\b|\bdrove\b|\bstem(?:s|med|ming)?\s+from\b|\bresponsib\w+"
+    r"|\battribut\w+|\bexplain(?:s|ed|ing)?\b|\bexplanation\b|\breasons?\b|\bwhy\b"
+    r"|\btherefore\b|\bthus\b|\bhence\b|(?:^|[,;:.]\s*|\band\s+)so\b(?!\s+(?:far|much|many))"
+    r"|\bso\s+that\b|\bbehind\b|\bblame\w*|\bculprit\w*|\bbrought\s+(?:down|about|on)\b"
+    r"|\bcontribut\w+|\bfactors?\b|\binduc(?:e|ed|es|ing)\b|\bproduc(?:e|ed|es|ing)\b"
+    r"|\bgave\s+rise\b|\bgiv(?:e|es|ing)\s+rise\b|\bspark(?:s|ed|ing)?\b"
+    r"|\bprecipitat\w+|\bunderl(?:ie|ies|ying|ay)\b|\borigin(?:s|ated|ates)?\b"
+    r"|\bsource\s+of\b|\bfrom\s+which\b|\bcorrelat\w+|\blink(?:s|ed)?\s+to\b"
+    r"|\bfollow(?:s|ed|ing)?\s+from\b|\baccount(?:s|ed)?\s+for\b|\bin\s+turn\b",
+    re.IGNORECASE)
+"""Wording that links one thing to another as its cause (or its correlate)."""
+
+EXCLUSIVE = re.compile(
+    r"\bsole(?:ly)?\b|\balone\b|\bonly\b|\bexclusive(?:ly)?\b|\bentire(?:ly)?\b"
+    r"|\bpurely\b|\bsingle[\s-]*handed\w*|\bnothing\s+else\b|\bno\s+other\b"
+    r"|\broot[\s-]*caus\w*|\b(?:primary|main|underlying|actual|real|true|ultimate|principal"
+    r"|chief|key)\s+(?:cause|reason|driver|trigger)s?\b|\bthe\s+cause\b",
+    re.IGNORECASE)
+"""Wording that makes one thing the whole or the final explanation."""
+
+CERTAINTY = re.compile(
+    r"\bconfirm(?:s|ed|ing|ation)?\b|\bdefinite(?:ly)?\b|\bcertain(?:ly|ty)?\b"
+    r"|\bclear(?:ly)?\b|\bundoubted(?:ly)?\b|\bdoubt\w*|\bprov(?:en|e|es|ed|ing)\b"
+    r"|\bproof\b|\bconclusive(?:ly)?\b|\bestablish(?:es|ed|ing)?\b|\bobvious(?:ly)?\b"
+    r"|\bevident(?:ly)?\b|\bsurely\b|\bguarantee\w*|\bunquestionabl\w*|\bindeed\b"
+    r"|\bbeyond\s+(?:any\s+)?doubt\b|\bno\s+question\b|\bfor\s+sure\b|\bwithout\s+a\s+doubt\b"
+    r"|\bmust\s+(?:have|be)\b|\bsettled\b|\bverified\s+(?:as|that)\b",
+    re.IGNORECASE)
+"""Wording that states a thing as settled."""
+
+DENIAL = re.compile(
+    r"\bno\s+(?:single\s+)?(?:root[\s-]*cause|cause)\s+(?:is|was|has\s+been|could\s+be"
+    r"|can\s+be)?\s*(?:yet\s+)?(?:confirmed|identified|established|determined|found|known)\b"
+    r"|\b(?:the\s+)?(?:root[\s-]*)?cause\s+(?:is|was|remains|stays)\s+(?:still\s+)?"
+    r"(?:not\s+(?:yet\s+)?(?:confirmed|known|established|clear|determined|identified)"
+    r"|unknown|unclear|undetermined|unconfirmed|open)\b"
+    r"|\b(?:cannot|can\s*not|can't|could\s+not|couldn't)\s+(?:yet\s+)?(?:be\s+)?"
+    r"(?:confirmed|determined|established|identified|confirm|determine|establish|identify)\b"
+    r"|\bnot\s+(?:yet\s+)?(?:been\s+)?(?:confirmed|established|proven|determined)\b"
+    r"|\bunconfirmed\b",
+    re.IGNORECASE)
+"""A denial of a cause or of certainty: "no root cause is confirmed". Always safe to say."""
+
+LEVELS: dict[str, int] = {
+    "trace": 0, "debug": 1, "info": 2, "informational": 2, "notice": 3, "warn": 4,
+    "warning": 4, "warnings": 4, "error": 5, "errors": 5, "err": 5, "fatal": 6,
+    "critical": 6, "crit": 6, "panic": 7, "emerg": 7, "emergency": 7,
+}
+"""Log levels by severity: a negative observation may speak of the levels its query covered."""
+
+OVERREACH = re.compile(
+    r"\bat\s+all\b|\bwhatsoever\b|\banything\b|\beverything\b|\bever\b|\bentire(?:ly)?\b"
+    r"|\bcompletely\b|\btotally\b|\bfully\b|\beven\b|\bhealth(?:y|ier)?\b|\bfine\b"
+    r"|\bnormal(?:ly)?\b|\bunaffected\b|\bnot\s+affected\b|\bruled?\s+out\b"
+    r"|\bno\s+(?:problems?|issues?|trouble|impact)\b|\bnothing\s+wrong\b|\bclean\b"
+    r"|\bquiet\b|\bsilent\b|\bnowhere\b|\bany\s+(?:other|kind|level|service|logs?)\b"
+    r"|\ball\s+(?:logs?|levels?|services?|lines?|messages?)\b|\bnot\s+involved\b"
+    r"|\bexonerat\w+|\binnocent\b|\bcan\s+be\s+excluded\b",
+    re.IGNORECASE)
+"""What a negative observation cannot say beyond its query: no quantifier wider than the
+filter, no verdict of health."""
