@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from models.common import Contract, FallbackType, Verdict
-from models.composer import ComposerOutput
+from models.composer import ComposerAudit, ComposerOutput
 from models.fallback import FallbackReason
 from models.gatekeeper import GatekeeperResult, VerifiedEvidence, VerifiedExecutorOutput
 from models.verifier import ClaimCheck, EvidenceGap, FactCheck
@@ -97,6 +97,10 @@ class VerifierEvaluation(Contract):
     gatekeeper_result: GatekeeperResult | None = Field(default=None, description="Audit.")
     composer_status: StageStatus = Field(description="Composer execution status.")
     composer_output: ComposerOutput | None = Field(default=None, description="Parsed answer.")
+    composer_audit: ComposerAudit | None = Field(
+        default=None, description="The statement check of the Composer's last reply: sections "
+        "of its accepted statements, refused statements (first 160 characters) and why. Null "
+        "when no Composer reply was read.")
     prompt_audit: PromptAudit = Field(description="Prompt names and versions.")
     traceability_version: str = Field(description="Traceability schema version.")
     evidence_retry_count: int = Field(default=0, ge=0, description="Evidence retries done.")

@@ -12,7 +12,13 @@ from pydantic import Field
 
 from models.agent import KnowledgeAnswer, Plan, Transcript
 from models.common import Contract, FallbackType, Intent, Verdict
-from models.composer import ComposerInput, ComposerOutput, RunbookStep, WithheldAction
+from models.composer import (
+    ComposerAudit,
+    ComposerInput,
+    ComposerOutput,
+    RunbookStep,
+    WithheldAction,
+)
 from models.evaluation import PromptUse, StageStatus, VerifierStatus
 from models.fallback import FallbackReason, SafeFallback
 from models.gatekeeper import GatekeeperOutcome
@@ -44,6 +50,8 @@ class PipelineState(Contract):
         default_factory=list, description="Actions the action guard withheld, with reasons.")
     composer_status: StageStatus = Field(default=StageStatus.NOT_RUN, description="Status.")
     composer_output: ComposerOutput | None = Field(default=None, description="Guarded answer.")
+    composer_audit: ComposerAudit | None = Field(
+        default=None, description="The statement check of the Composer's last reply.")
     fallback: SafeFallback | None = Field(default=None, description="Set on fallback paths.")
     budget_exceeded: bool = Field(default=False, description="A model call hit the budget.")
     structural_repair: bool = Field(

@@ -53,6 +53,7 @@ def verifier_evaluation(
         gatekeeper_result=outcome.result if outcome else None,
         composer_status=state.composer_status,
         composer_output=state.composer_output,
+        composer_audit=state.composer_audit,
         prompt_audit=prompt_audit(prompts_used),
         traceability_version=TRACEABILITY_VERSION,
         evidence_retry_count=state.evidence_retry_count,

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from models.common import Intent, Verdict
-from models.composer import ComposerOutput
+from models.composer import ComposerAudit, ComposerOutput, ComposerReply
 from models.evaluation import StageStatus, VerifierStatus
 from models.executor import ExecutorEvidenceV2
 from models.fallback import FallbackReason
@@ -23,13 +25,13 @@ from pipeline.actions import runbook_steps
 from pipeline.agents.base import SingleTurnModel
 from pipeline.attempts import AttemptLog, call_with_retry
 from pipeline.composer_input import build_composition
-from pipeline.conclusions import conclusion_problems
 from pipeline.errors import BudgetExceededError, GuardRejectedError, RunFailure
 from pipeline.executor_output import parse_executor_output
 from pipeline.gatekeeper import gatekeep, schema_problems
-from pipeline.guards import new_facts, post_check
+from pipeline.guards import post_check
 from pipeline.routing import Route
 from pipeline.serialization import canonical_bytes, sha256_hex
+from pipeline.statements import assemble, audit, check_reply
 from pipeline.verdict import effective_verdict
 from pipeline.verifier_input import build_verifier_input, mark_untrusted
 
@@ -132,20 +134,27 @@ def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> Pi
 def compose_node(
     state: PipelineState, *, composer: SingleTurnModel, log: AttemptLog
 ) -> PipelineState:
-    """Call the Composer; its answer must parse and state no fact absent from its input."""
+    """Call the Composer; its reply is cited statements, each held to what it cites
+    (`pipeline.statements`). The published answer is assembled from them; a reply with a
+    statement that fails takes the technical retry, then the fallback. The audit of the last
+    reply (what it cited, what was refused and why) is kept either way."""
     composer_input = state.composer_input
     assert composer_input is not None and composer_input.verdict is not Verdict.REJECT
+    last: list[ComposerAudit] = []
 
     def parse(text: str) -> ComposerOutput:
-        output = ComposerOutput.model_validate_json(text)
-        added = new_facts(output, composer_input)
-        if added:
-            listed = ", ".join(sorted({f.text for f in added}))
-            raise GuardRejectedError(f"composer stated facts absent from its input: {listed}")
-        problems = conclusion_problems(output, composer_input)
-        if problems:
-            raise GuardRejectedError(f"composer {problems[0]}")
-        return output
+        try:
+            reply = ComposerReply.model_validate_json(text)
+        except ValidationError:
+            last.append(ComposerAudit(status="invalid", statements=0, accepted=0))
+            raise
+        checked = check_reply(reply, composer_input)
+        last.append(audit(checked))
+        refused = next((c for c in checked if not c.accepted), None)
+        if refused is not None:
+            raise GuardRejectedError(
+                f"composer {refused.field}[{refused.index}] {refused.problem}")
+        return assemble(composer_input, checked)
 
     try:
         output = call_with_retry(
@@ -155,8 +164,10 @@ def compose_node(
     except RunFailure as exc:
         return state.model_copy(update={
             "composer_status": StageStatus.FAILED, "failure_stage": "compose",
+            "composer_audit": last[-1] if last else None,
             "budget_exceeded": isinstance(exc, BudgetExceededError)})
-    return state.model_copy(update={"composer_status": StageStatus.OK, "composer_output": output})
+    return state.model_copy(update={"composer_status": StageStatus.OK, "composer_output": output,
+                                    "composer_audit": last[-1] if last else None})
 
 
 def fallback_node(state: PipelineState, route: Route) -> PipelineState:

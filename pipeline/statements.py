@@ -372,8 +372,8 @@ def _split_words(text: str) -> list[str]:
 def _without_facts(text: str) -> str:
     """`text` with the spans of its facts blanked: facts are compared as facts."""
     for fact in extract_facts(text, single_digits=True):
-        if fact.kind is not FactKind.SERVICE:
-            text = text.replace(fact.text, " ")
+        if fact.kind is not FactKind.SERVICE:  # services are words too: compounds match whole
+            text = re.sub(rf"(?<!\w){re.escape(fact.text)}(?!\w)", " ", text)
     return text
 
 
@@ -424,9 +424,8 @@ def _denies(text: str) -> bool:
 
 def _polarity_problem(text: str, cited: Sequence[_Item]) -> str | None:
     denies = _denies(text)
-    denying = [item for item in cited if _denies(item.text)
-               or any(_denies(b) for b in item.backing)]
-    if denies and not denying:
+    denying = [item for item in cited if _denies(item.text)]
+    if denies and not denying and not any(_denies(t) for t in _material(cited)):
         return "denies what it cites"
     if not denies and denying and len(denying) == len(cited):
         return "drops the denial of what it cites"

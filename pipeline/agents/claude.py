@@ -27,7 +27,7 @@ from typing import ClassVar, Literal, TypeVar
 from pydantic import BaseModel
 
 from models.agent import KnowledgeAnswer, Plan, PreviousTurn
-from models.composer import ComposerOutput
+from models.composer import ComposerReply
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from models.verifier import EvidenceGap, VerifierOutput
 from pipeline.agents.base import ModelReply
@@ -52,7 +52,8 @@ ANSWER_TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
     "planner": ("submit_plan", "Submit the investigation plan.", Plan),
     "verifier": ("submit_verification", "Submit the verification of the claims.",
                  VerifierOutput),
-    "composer": ("submit_answer", "Submit the final answer for the user.", ComposerOutput),
+    "composer": ("submit_answer", "Submit the final answer for the user, as cited statements.",
+                 ComposerReply),
     "knowledge": ("submit_knowledge_answer", "Submit the answer, citing returned documents.",
                   KnowledgeAnswer),
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from models.composer import ComposerInput
 from pipeline.agents.base import ModelReply
 from pipeline.prompts import Prompt
-from pipeline.rendering import render
+from pipeline.statements import self_statements
 
 MODEL_NAME = "offline-template-composer-1"
 
@@ -16,5 +16,7 @@ class TemplateComposer:
     model = MODEL_NAME
 
     def respond(self, prompt: Prompt, payload: bytes) -> ModelReply:
-        """Render the serialized ComposerInput; answer with ComposerOutput JSON."""
-        return ModelReply(text=render(ComposerInput.model_validate_json(payload)).model_dump_json())
+        """Restate the serialized ComposerInput statement by statement; answer with
+        ComposerReply JSON (every statement cites the item it restates)."""
+        composer_input = ComposerInput.model_validate_json(payload)
+        return ModelReply(text=self_statements(composer_input).model_dump_json())

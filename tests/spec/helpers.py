@@ -298,14 +298,35 @@ def verifier_reply(
 
 
 def composer_reply(
-    summary: str = "The checkout-service errors are explained by the verified findings.",
+    summary: str = "checkout-service logged 1432 errors, returning HTTP 500.",
     *,
     actions: Sequence[str] = (),
     answer: str | None = None,
+    cites: Sequence[str] = ("c1",),
+    action_cites: Sequence[str] = ("A1",),
 ) -> str:
-    """A Composer answer as JSON."""
-    return json.dumps({"answer_summary": summary, "recommended_actions": list(actions),
-                       "user_facing_answer": answer or summary})
+    """A Composer reply as JSON: cited statements (each text citing `cites`; actions citing
+    `action_cites`)."""
+    def statement(text: str, ids: Sequence[str]) -> dict[str, Any]:
+        return {"text": text, "cites": list(ids)}
+
+    return json.dumps({
+        "answer_summary": [statement(summary, cites)],
+        "user_facing_answer": [statement(answer or summary, cites)],
+        "recommended_actions": [statement(a, action_cites) for a in actions]})
+
+
+def published(reply: str, query: str = QUERY) -> dict[str, Any]:
+    """What a PASS answer publishes for `composer_reply(...)` citing direct findings: the
+    statements under their headings."""
+    data = json.loads(reply)
+    summary = " ".join(s["text"] for s in data["answer_summary"])
+    body = "\n".join(f"- {s['text']}" for s in data["user_facing_answer"])
+    return {"answer_summary": summary,
+            "recommended_actions": [a["text"] for a in data["recommended_actions"]]
+            or ["Collect the missing evidence listed above, then ask again."],
+            "user_facing_answer": f"Question: {query}\n\n{summary}\n\n"
+                                  f"Root cause, supported by verified evidence:\n{body}"}
 
 
 # --- contract values for the pure builders -------------------------------------------------
