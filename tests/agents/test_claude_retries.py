@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from models.composer import ComposerOutput
+from models.composer import ComposerReply
 from models.verifier import VerifierOutput
 from pipeline.agents.claude import ClaudeComposer, ClaudeVerifier
 from pipeline.attempts import IMMEDIATE, AttemptLog, RetryPolicy, call_with_retry
@@ -195,9 +195,9 @@ def test_retries__attempt_numbers_continue_per_role_from_the_seed() -> None:
 def test_retries__composer_guard_rejection_uses_the_retry() -> None:
     new_fact = composer_reply("checkout-service failed; inventory-service is also failing.")
 
-    def parse(text: str) -> ComposerOutput:
-        output = ComposerOutput.model_validate_json(text)
-        if "inventory-service" in output.answer_summary:
+    def parse(text: str) -> ComposerReply:
+        output = ComposerReply.model_validate_json(text)
+        if "inventory-service" in output.answer_summary[0].text:
             raise GuardRejectedError("new fact")
         return output
 

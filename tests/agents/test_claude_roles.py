@@ -14,7 +14,7 @@ import pytest
 
 from models.agent import AnswerItem, KnowledgeAnswer, Plan, PreviousTurn, ToolCallRequest
 from models.common import FallbackType, Verdict
-from models.composer import ComposerOutput
+from models.composer import ComposerReply
 from models.invocation import ToolInvocation
 from models.verifier import VerifierOutput
 from pipeline.agents.claude import (
@@ -34,6 +34,7 @@ from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry, run_tool
 from tests.providers.helpers import FORCING_MODEL, MODEL, USAGE, log, text_reply, tool_reply
 from tests.spec.helpers import (
+    assert_published,
     composer_reply,
     errors_claim,
     executor_output,
@@ -47,7 +48,7 @@ from tests.spec.helpers import (
 ALL_DIRECT = {"c1": "direct_observation", "c2": "direct_observation"}
 LOOKUP_ID = "toolu_01LOOKUP000000000000000"
 QUESTION = "How do I rotate the payment-db credentials?"
-SCHEMAS = {"submit_verification": VerifierOutput, "submit_answer": ComposerOutput,
+SCHEMAS = {"submit_verification": VerifierOutput, "submit_answer": ComposerReply,
            "submit_plan": Plan, "submit_knowledge_answer": KnowledgeAnswer}
 
 
@@ -171,7 +172,7 @@ def test_roles__claude_composer_answer_ships() -> None:
     provider = ScriptedProvider().enqueue(tool_reply("submit_answer", composer_reply()))
     result = run(good_output(), composer=ClaudeComposer(provider, MODEL))
     assert result.result.fallback_type is None
-    assert result.result.final_answer.model_dump() == json.loads(composer_reply())
+    assert_published(result.result.final_answer, composer_reply())
 
 
 # -- Planner ----------------------------------------------------------------------------------

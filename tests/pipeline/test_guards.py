@@ -271,9 +271,11 @@ def test_composer_new_fact_uses_the_retry_then_falls_back() -> None:
 
 def test_composer_new_fact_then_clean_answer_ships_the_clean_answer() -> None:
     invented = composer_reply("checkout-service failed because redis-cache ran out of memory.")
-    clean = composer_reply("checkout-service failed after v2.3.1 cut the payment-db pool to 20.")
+    clean = composer_reply("checkout-service v2.3.1 was deployed at 14:02, reducing the "
+                           "payment-db connection pool to 20.", cites=("c3",))
     result = run(good_output(), composer=scripted(invented, clean))
     assert [a.outcome for a in result.attempts if a.role == "composer"] == [
         "guard_rejected", "ok"]
     assert result.result.status == "SUCCESS"
-    assert result.result.final_answer.answer_summary == json.loads(clean)["answer_summary"]
+    assert result.result.final_answer.answer_summary == json.loads(
+        clean)["answer_summary"][0]["text"]

@@ -316,17 +316,17 @@ def composer_reply(
         "recommended_actions": [statement(a, action_cites) for a in actions]})
 
 
-def published(reply: str, query: str = QUERY) -> dict[str, Any]:
-    """What a PASS answer publishes for `composer_reply(...)` citing direct findings: the
-    statements under their headings."""
+def assert_published(answer: Any, reply: str) -> None:
+    """`answer` (a FinalAnswer or ComposerOutput) is what `reply` publishes: its summary
+    statements as the summary, its body statements as items of the answer, its actions."""
     data = json.loads(reply)
     summary = " ".join(s["text"] for s in data["answer_summary"])
-    body = "\n".join(f"- {s['text']}" for s in data["user_facing_answer"])
-    return {"answer_summary": summary,
-            "recommended_actions": [a["text"] for a in data["recommended_actions"]]
-            or ["Collect the missing evidence listed above, then ask again."],
-            "user_facing_answer": f"Question: {query}\n\n{summary}\n\n"
-                                  f"Root cause, supported by verified evidence:\n{body}"}
+    assert answer.answer_summary.endswith(summary)
+    for statement in data["user_facing_answer"]:
+        assert f"\n- {statement['text']}" in answer.user_facing_answer
+    actions = [a["text"] for a in data["recommended_actions"]]
+    assert answer.recommended_actions == (
+        actions or ["Collect the missing evidence listed above, then ask again."])
 
 
 # --- contract values for the pure builders -------------------------------------------------

@@ -28,6 +28,7 @@ from .helpers import (
     UNBOUND_LOG,
     allowed,
     answer_text,
+    assert_published,
     check,
     composer_input,
     composer_reply,
@@ -102,7 +103,8 @@ def test_generation__composer_receives_only_filtered_material() -> None:
         "```json\n" + composer_reply() + "\n```",
         "Here is the answer: " + composer_reply(),
         composer_reply() + "\nHope this helps.",
-        json.dumps({"answer_summary": "x", "user_facing_answer": "x"}),
+        json.dumps({"answer_summary": [{"text": "x", "cites": ["c1"]}],
+                    "user_facing_answer": []}),
         json.dumps([json.loads(composer_reply())]),
         json.dumps({**json.loads(composer_reply()), "confidence": "high"}),
     ],
@@ -114,7 +116,7 @@ def test_generation__composer_outputs_strict_json(reply: str) -> None:
     result = run(good_output(), composer=composer)
     rows = [a for a in result.attempts if a.role == "composer"]
     assert [a.outcome for a in rows] == ["invalid_output", "ok"]
-    assert result.result.final_answer.model_dump() == json.loads(composer_reply())
+    assert_published(result.result.final_answer, composer_reply())
     # the same bad reply twice never reaches the user
     failed = run(good_output(), composer=scripted(reply, reply))
     assert failed.result.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
@@ -142,7 +144,8 @@ def test_generation__composer_does_not_introduce_new_facts(new_fact: str) -> Non
     assert result.result.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
     assert new_fact not in answer_text(result)
     # the same answer without the new fact ships
-    clean = composer_reply("checkout-service logged 1432 errors at 14:07 after v2.3.1.")
+    clean = composer_reply("checkout-service logged 1432 errors; its http_5xx_rate rose to 41.8% "
+                           "at 14:07, after v2.3.1 was deployed.", cites=("c1", "c2", "c3"))
     assert run(good_output(), composer=scripted(clean)).result.status == "SUCCESS"
 
 

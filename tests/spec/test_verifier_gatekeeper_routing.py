@@ -46,6 +46,7 @@ from .helpers import (
     ROOT_TEXT,
     UNBOUND_LOG,
     answer_text,
+    assert_published,
     binding,
     bundle,
     check,
@@ -252,7 +253,7 @@ def test_routing__pass_routes_to_composer() -> None:
     assert result.result.status == "SUCCESS" and result.result.verdict is Verdict.PASS
     sent = composer.calls[0][1].decode()
     assert marker not in sent and "evidence_bindings" not in sent
-    assert json.loads(composer_reply()) == result.result.final_answer.model_dump()
+    assert_published(result.result.final_answer, composer_reply())
 
 
 @pytest.mark.parametrize(
@@ -540,7 +541,8 @@ def test_inputs__only_passed_bindings_are_available() -> None:
     output = executor_output(mixed, rate_claim(), fabricated_claim())
     verifier = scripted(verifier_reply("PASS", {"c5": "direct_observation",
                                                 "c2": "direct_observation"}))
-    run(output, verifier=verifier, composer=scripted(composer_reply()))
+    run(output, verifier=verifier, composer=scripted(composer_reply(
+        "checkout-service logged 1432 errors.", cites=("c5",))))
     sent = payload_of(verifier)
     assert [c["claim_id"] for c in sent["verified_executor_output"]["claims"]] == ["c5", "c2"]
     assert [(e["claim_id"], e["path"]) for e in sent["verified_evidence"]] == [
