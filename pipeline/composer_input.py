@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from models.verifier import ClaimCheck, EvidenceGap, Verification
 from pipeline.actions import Action, screen_actions
 from pipeline.facts import FactSet
 from pipeline.guards import unsupported_facts
+from pipeline.statements import check_reply, gap_problem, self_statements
 from pipeline.text import normalize
 from pipeline.untrusted import instruction_like
 
@@ -55,11 +57,17 @@ def build_composition(
     executor_output: ExecutorEvidenceV2,
     rationale: str,
     runbook_steps: Sequence[RunbookStep] = (),
+    evidence: Sequence[str] = (),
 ) -> Composition:
     """Only what the checks allow. REJECT keeps no hypotheses and no conclusions. No text that
     reads as instructions to an agent passes, whatever its checks; actions pass the action
     guard (`pipeline.actions`) against the allowed material and the steps of the runbooks the
-    allowed claims cite."""
+    allowed claims cite. Evidence gaps pass the gap check (`statements.gap_problem`) against
+    the query, the allowed material and `evidence` (the run's verified evidence texts and tool
+    names), or are shown as a fixed line that says only that something is missing. Every item
+    left can be published as it stands (`statements.self_statements`): a claim, hypothesis or
+    action whose own wording the statement check refuses under this verdict (a causal
+    observation under REJECT, say) is withheld, with the actions that rest on it."""
     verification = {c.claim_id: c.verification for c in checks}
     allowed: list[AllowedClaim] = []
     hypotheses: list[AllowedHypothesis] = []
@@ -93,8 +101,14 @@ def build_composition(
         steps=[s for s in runbook_steps if s.claim_id in allowed_ids],
     )
     claim_ids = {c.claim_id for c in allowed}
-    gap_texts = _dedupe(leak.keep([g.description for g in gaps] + executor_output.missing_info))
-    return Composition(ComposerInput(
+    material = [query, *(c.text for c in allowed), *(h.text for h in hypotheses),
+                *(text for _, text, _ in kept), *evidence]
+    gap_texts = _dedupe([_gap_text(g.description, material, leak, tool=g.suggested_tool,
+                                   from_verifier=True) for g in gaps]
+                        + [_gap_text(t, material, leak) for t in executor_output.missing_info
+                           if t.strip()])
+    action_ids = citable_ids("A", len(kept), taken=claim_ids)
+    return _publishable(ComposerInput(
         original_query=query,
         verdict=verdict,
         allowed_claims=allowed,
@@ -103,11 +117,59 @@ def build_composition(
         missing_info=[GapItem(gap_id=i, text=t) for t, i in zip(
             gap_texts, citable_ids("G", len(gap_texts), taken=claim_ids), strict=True)],
         recommended_actions=[ComposerAction(action_id=i, text=text, claim_ids=ids)
-                             for (_, text, ids), i in zip(
-                                 kept, citable_ids("A", len(kept), taken=claim_ids),
-                                 strict=True)],
+                             for (_, text, ids), i in zip(kept, action_ids, strict=True)],
         rationale=rationale if leak.clean(rationale) else RATIONALE_WITHHELD,
-    ), sorted([*refused, *guarded], key=lambda w: w.index))
+    ), [*refused, *guarded], {i: index for (index, _, _), i in zip(kept, action_ids,
+                                                                   strict=True)})
+
+
+VERIFIER_GAP = "More evidence was asked for than this run gathered"
+EXECUTOR_GAP = ("The investigation reported missing information that is not shown: it did not "
+                "pass the evidence-gap check")
+
+
+def _gap_text(text: str, material: Sequence[str], leak: _LeakFilter, *, tool: str | None = None,
+              from_verifier: bool = False) -> str:
+    """`text` when it passes the gap check and repeats nothing withheld; else a fixed line
+    (naming the suggested tool when the tool's name passes the same check)."""
+    if leak.clean(text) and gap_problem(text, material) is None:
+        return text
+    if not from_verifier:
+        return EXECUTOR_GAP + "."
+    if tool and re.fullmatch(r"[a-z][a-z0-9_]{1,63}", tool) and gap_problem(
+            f"{tool} was not run", material) is None:
+        return f"{VERIFIER_GAP} (suggested tool: {tool})."
+    return VERIFIER_GAP + "."
+
+
+def _publishable(ci: ComposerInput, withheld: list[WithheldAction],
+                 action_index: dict[str, int]) -> Composition:
+    """The composition without the items whose own statement the check refuses: each refused
+    claim, hypothesis or gap is dropped, each action resting on a dropped claim is withheld,
+    until every item passes."""
+    while True:
+        refused = {c.statement.cites[0] for c in check_reply(self_statements(ci), ci)
+                   if not c.accepted and c.statement.cites}
+        if not refused:
+            return Composition(ci, sorted(withheld, key=lambda w: w.index))
+        claims = [c for c in ci.allowed_claims if c.claim_id not in refused]
+        dropped = {c.claim_id for c in ci.allowed_claims} - {c.claim_id for c in claims}
+        actions = []
+        for action in ci.recommended_actions:
+            if action.action_id in refused or set(action.claim_ids) & dropped:
+                withheld.append(WithheldAction(
+                    index=action_index[action.action_id], text=action.text,
+                    reason="rests on material that cannot be published under this verdict"))
+            else:
+                actions.append(action)
+        ci = ci.model_copy(update={
+            "allowed_claims": claims,
+            "allowed_hypotheses": [h for h in ci.allowed_hypotheses
+                                   if h.hypothesis_id not in refused
+                                   and not set(h.claim_ids) & dropped],
+            "missing_info": [g for g in ci.missing_info if g.gap_id not in refused],
+            "recommended_actions": actions,
+        })
 
 
 def citable_ids(prefix: str, count: int, *, taken: set[str]) -> list[str]:

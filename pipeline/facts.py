@@ -420,6 +420,8 @@ def tokens(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+_STATUS_CLASS = re.compile(r"[1-5]xx")
+
 class FactSet:
     """The facts of a body of evidence, indexed for `supports` and `conflicts` checks.
 
@@ -486,6 +488,8 @@ class FactSet:
                 return True  # "512 ERROR lines" states the 512 of "512 errors"
         if (fact.kind, fact.key) in self._keys:
             return True
+        if fact.shape == "id" and _STATUS_CLASS.fullmatch(fact.key):
+            return fact.key in self._tokens  # the 5xx of http_5xx_rate
         if fact.kind in _TOKEN_KINDS:
             # a hex number by its text: 0x41 is not the 41 of some other token
             token = fact.text.casefold() if fact.shape == "hex" else fact.key

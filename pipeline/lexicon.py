@@ -152,6 +152,13 @@ EXCLUSIVE = re.compile(
     re.IGNORECASE)
 """Wording that makes one thing the whole or the final explanation."""
 
+CAUSE_NAMING = re.compile(
+    r"\broot[\s-]*caus\w*|\b(?:primary|main|underlying|actual|real|true|ultimate|principal"
+    r"|chief|key)\s+(?:cause|reason|driver|trigger)s?\b|\bthe\s+cause\b",
+    re.IGNORECASE)
+"""The part of EXCLUSIVE that names a cause: never a mere quantifier ("only error-level
+logs were searched" restricts a search; "the root cause" settles an explanation)."""
+
 CERTAINTY = re.compile(
     r"\bconfirm(?:s|ed|ing|ation)?\b|\bdefinite(?:ly)?\b|\bcertain(?:ly|ty)?\b"
     r"|\bclear(?:ly)?\b|\bundoubted(?:ly)?\b|\bdoubt\w*|\bprov(?:en|e|es|ed|ing)\b"
@@ -193,3 +200,44 @@ OVERREACH = re.compile(
     re.IGNORECASE)
 """What a negative observation cannot say beyond its query: no quantifier wider than the
 filter, no verdict of health."""
+
+
+PURPOSE = re.compile(
+    r"\b(?:to|would|could|can|might|may|will|should|help(?:s)?\s+to|help(?:s)?)\s+"
+    r"(?:help\s+(?:to\s+)?)?(?:confirm|verify|establish|prove|determine|settle|rule\s+out"
+    r"|tell\s+(?:whether|if))\b",
+    re.IGNORECASE)
+"""A check named as a purpose ("needed to confirm the onset"): no certainty is claimed."""
+
+ABSENCE = re.compile(
+    r"\bnot?\b|\bnever\b|\bnone\b|\bnothing\b|\bneither\b|\bnor\b|n't\b|\bwithout\b"
+    r"|\bmissing\b|\babsent\b|\black(?:s|ed|ing)?\b|\bunavailable\b|\bunknown\b"
+    r"|\bun(?:checked|queried|verified|confirmed|examined|inspected|searched|tested|clear)\b"
+    r"|\bneed(?:s|ed)?\b|\brequire[sd]?\b|\bwould\b|\bcould\b|\bshould\b|\bonly\b"
+    r"|\bpending\b|\boutside\b|\bbeyond\b|\blimited\b|\bincomplete\b|\binsufficient\b"
+    r"|\bgaps?\b|\bfailed\b|\berrored\b|\btimed\s+out\b|\bempty\b|\bpartial(?:ly)?\b"
+    r"|\btruncated\b|\bwhether\b|\bremains?\s+to\b|\byet\s+to\b",
+    re.IGNORECASE)
+"""Wording that names something missing: every sentence of an evidence gap carries one."""
+
+GAP_WORDS: frozenset[str] = frozenset("""
+absent available availability baseline beyond check checked checking collect collected
+complete confirm covered coverage data dashboard deploy deploys deployment deployments detail
+details determine earlier enough established event events evidence examine examined failed
+fetch fetched find found further gap gaps history inspect inspected investigation kubernetes
+k8s later level levels limited lines log logs logged look looked lookup metric metrics
+missing more need needed needs onset outside output pod pods queried query queries range
+read records request requested require required result results retrieve retrieved return
+returned rule runbook runbooks scope search searched series service services settle show
+shown source sources span spans status step suggested tool tools trace traces traced
+unavailable unknown utilization verify verified warning warnings window windows would run ran
+cluster heap memory cpu disk usage thread threads pool pools queue queues cache caches
+network latency throughput saturation rejection rejections capacity node nodes replica replicas
+database db connection connections instance instances container containers host hosts jvm gc
+storage io load traffic rate rates count counts size limit limits quota config configuration
+flag flags setting settings upstream downstream dependency dependencies peak time times
+timestamp timestamps start end duration value values error errors code codes status
+""".split())
+"""Words that describe evidence and its absence: an evidence gap may use them beside the
+words of the run's own material."""
+

@@ -126,6 +126,8 @@ def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> Pi
         executor_output=ExecutorEvidenceV2.model_validate(document),
         rationale=state.verifier_output.rationale,
         runbook_steps=state.runbook_steps,
+        evidence=[*(e.matched_text for e in _gatekeeper(state).verified_evidence),
+                  *sorted({e.tool_name for e in _gatekeeper(state).verified_evidence})],
     )
     return state.model_copy(update={"composer_input": composition.composer_input,
                                     "withheld_actions": composition.withheld_actions})

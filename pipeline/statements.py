@@ -216,6 +216,50 @@ def item_problem(text: str, *, section: Section, verdict: Verdict, root_cause: b
                             field="user_facing_answer")
 
 
+def gap_problem(text: str, material: Sequence[str]) -> str | None:
+    """Why `text` cannot be shown as an evidence gap; None when it can. A gap names what is
+    missing: one line, no Markdown, no instructions; every clause carries an absence ("not
+    checked", "missing", "needed"); no cause, no exclusive cause, no certainty (a check named
+    as a purpose, "needed to confirm", is none); every fact and word within `material` (the
+    query, the allowed claims, the run's evidence) or the words that describe evidence."""
+    shape = _shape_problem(text)
+    if shape:
+        return shape
+    plain = lexicon.PURPOSE.sub(" ", lexicon.DENIAL.sub(" ", text))
+    for pattern, what in ((lexicon.CAUSAL, "draws a causal link"),
+                          (lexicon.CAUSE_NAMING, "names a cause"),
+                          (lexicon.CERTAINTY, "states something as settled")):
+        found = pattern.search(plain)
+        if found:
+            return f"{what} ({found.group(0)!r}): a gap names what is missing"
+    asserting = [c.strip() for c in _CLAUSE.split(text)
+                 if c.strip() and not lexicon.ABSENCE.search(c)]
+    if asserting:
+        return f"asserts rather than names what is missing: {asserting[0][:60]!r}"
+    known = FactSet.from_texts(material)
+    absent = [f.text for f in extract_facts(text, single_digits=True) if not known.supports(f)]
+    if absent:
+        return f"states what nothing in the run states: {_listed(absent)}"
+    vocab: set[str] = set(_GAP_VOCABULARY)
+    joined = ""
+    for part in material:
+        part_words, sequence = _vocabulary(part)
+        vocab |= part_words
+        joined += sequence
+    tokens = _WORD.findall(_rewrite(_without_facts(_unpossessed(
+        lexicon.ABSENCE.sub(" , ", lexicon.EXCLUSIVE.sub(" , ", lexicon.PURPOSE.sub(
+            " , ", text)))))))
+    unknown = [w for w in tokens if not _covered(w, vocab, joined, known) and not all(
+        _covered(p, vocab, joined, known) for p in re.split(r"[-_.]", w) if p)]
+    if unknown:
+        return f"says what nothing in the run says: {_listed(unknown)}"
+    return None
+
+
+_CLAUSE = re.compile(r"(?<=[.;!?])\s+|;\s*|,\s+(?:and|but)\s+|\s+(?:but|while|whereas|"
+                     r"although|though)\s+", re.IGNORECASE)
+
+
 # -- the check ---------------------------------------------------------------------------------
 
 
@@ -434,7 +478,7 @@ def _polarity_problem(text: str, cited: Sequence[_Item]) -> str | None:
 
 def _wording_problem(text: str, cited: Sequence[_Item], *, section: Section, verdict: Verdict,
                      field: ComposerField) -> str | None:
-    plain = lexicon.DENIAL.sub(" ", text)
+    plain = lexicon.PURPOSE.sub(" ", lexicon.DENIAL.sub(" ", text))
     rooted = verdict is Verdict.PASS and any(c.root_cause for c in cited)
     causal = lexicon.CAUSAL.search(plain)
     if causal and verdict is Verdict.REJECT:
@@ -442,7 +486,12 @@ def _wording_problem(text: str, cited: Sequence[_Item], *, section: Section, ver
     if causal and not rooted and not any(lexicon.CAUSAL.search(t) for t in _material(cited)):
         return f"draws a causal link that nothing it cites draws ({causal.group(0)!r})"
     exclusive = lexicon.EXCLUSIVE.search(plain)
-    if exclusive and not (rooted and section in (Section.ROOT_CAUSE, Section.ACTION)):
+    if exclusive and not (rooted and section in (Section.ROOT_CAUSE, Section.ACTION)) and (
+            causal or lexicon.CAUSE_NAMING.search(plain)
+            or not any(lexicon.EXCLUSIVE.search(t) for t in _material(cited))):
+        # A quantifier ("only", "entirely") the cited material itself uses, in a statement
+        # that names no cause, restates that material; anything else makes one thing the
+        # whole explanation.
         return ("states an exclusive or final cause without an allowed root-cause claim "
                 f"under PASS ({exclusive.group(0)!r})")
     certain = lexicon.CERTAINTY.search(plain)
@@ -455,7 +504,8 @@ def _wording_problem(text: str, cited: Sequence[_Item], *, section: Section, ver
 def _unworded(text: str) -> str:
     """`text` without its wording of causes, exclusivity, certainty and denial: the wording
     check has judged those; the word check reads the rest."""
-    for pattern in (lexicon.DENIAL, lexicon.CAUSAL, lexicon.EXCLUSIVE, lexicon.CERTAINTY):
+    for pattern in (lexicon.DENIAL, lexicon.PURPOSE, lexicon.CAUSAL, lexicon.EXCLUSIVE,
+                    lexicon.CERTAINTY):
         text = pattern.sub(" , ", text)
     return text
 
@@ -484,3 +534,6 @@ def _listed(words: Sequence[str]) -> str:
 
 def _ids(ids: Sequence[str]) -> str:
     return ", ".join(repr(i[:24]) for i in ids[:5])
+
+
+_GAP_VOCABULARY: frozenset[str] = frozenset(_norm(w) for w in lexicon.GAP_WORDS)

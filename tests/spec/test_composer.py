@@ -348,3 +348,34 @@ def test_claim_checks__executor_hypotheses_and_actions_rest_on_allowed_claims() 
     assert "A noisy neighbour" not in texts          # rests on a withheld claim
     assert "The 9000 evictions mattered" not in texts  # states a fact its claims do not
     assert [a.text for a in ci.recommended_actions] == ["Check the pool settings"]
+
+
+# --- Requirement: gaps name what is missing; they never assert (issue 19) ----------------------
+
+ASSERTING_GAPS = [
+    "The root cause is a DNS outage in the resolver fleet, confirmed by the SRE on call",
+    "2026-11-30T14:03:12Z ERROR payment-db connection pool exhausted after kafka-broker-3 failed",
+    "Traces were not checked, but the pool was clearly exhausted by the v2.3.1 deploy.",
+    "redis-cache was saturated, and its metrics were not queried.",
+]
+
+
+@pytest.mark.parametrize("verdict", ["REJECT", "LOW_CONFID"])
+def test_wording__an_asserting_gap_never_reaches_the_answer(verdict: str) -> None:
+    """The Executor's missing_info and the Verifier's gap descriptions are model text: under
+    REJECT and LOW_CONFID (where gaps are always listed) one that asserts a cause, a finding or
+    an entity is shown as a fixed line, never as written."""
+    checks = {**ALL_DIRECT, "c2": "overstated"} if verdict == "LOW_CONFID" else {
+        **ALL_DIRECT, "c2": "contradicted"}
+    reply = verifier_reply(verdict, checks, gaps=[
+        {"claim_id": "c2", "critical": True, "description": ASSERTING_GAPS[0],
+         "suggested_tool": "query_metrics"}])
+    result = run(good_output(missing_info=ASSERTING_GAPS), verifier=scripted(reply)).result
+    shown = result.final_answer.user_facing_answer
+    assert result.verdict == verdict
+    for invented in ("DNS", "resolver", "SRE", "kafka", "clearly", "redis", "saturated"):
+        assert invented not in shown, invented
+    _, _, gaps = shown.partition("Evidence gaps:")
+    assert "More evidence was asked for than this run gathered (suggested tool: query_metrics)" \
+        in gaps
+    assert "The investigation reported missing information that is not shown" in gaps
