@@ -38,6 +38,11 @@ class FactKind(StrEnum):
 IDENTIFYING_KINDS = frozenset({FactKind.VERSION, FactKind.ERROR_CODE, FactKind.IDENTIFIER})
 """Kinds whose absence from the evidence means the claim made them up."""
 
+KEY_KINDS = IDENTIFYING_KINDS | {FactKind.SERVICE, FactKind.NAME, FactKind.QUANTITY}
+"""A claim's key facts: entities, codes, identifiers and numbers. One absent from the claim's
+verified evidence is fabricated, whatever class a Verifier gave the claim (spec: REJECT when a
+claim fabricates a key entity, error code or conclusion)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Fact:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from models.composer import ComposerInput, ComposerOutput
 from models.gatekeeper import VerifiedEvidence
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
-from pipeline.facts import Fact, FactMemo, FactSet, extract_facts
+from pipeline.facts import KEY_KINDS, Fact, FactMemo, FactSet, extract_facts
 from pipeline.gatekeeper import scope_text
 
 
@@ -124,19 +124,29 @@ def _hold_to_evidence(
         listed = ", ".join(f.text for f in planted)
         notes.append(f"{check.claim_id}: {check.verification.value} -> unsupported (only "
                      f"evidence that reads as instructions to an agent states: {listed})")
-    elif verification is Verification.DIRECT_OBSERVATION:
+    elif verification in _JUDGED and known is not None and (fabricated := [
+            f for f in facts if f.kind in KEY_KINDS and not known.supports(f)]):
+        verification = Verification.CONTRADICTED
+        listed = ", ".join(f"{f.text} ({f.sort})" for f in fabricated)
+        notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted "
+                     f"(fabricated: absent from its verified evidence: {listed})")
+    elif verification in _JUDGED and verification is not Verification.OVERSTATED:
         missing = [f for f in facts if known is not None and not known.supports(f)]
         if known is None:
             verification = Verification.UNSUPPORTED
-            notes.append(f"{check.claim_id}: direct_observation -> unsupported (no evidence)")
+            notes.append(f"{check.claim_id}: {check.verification.value} -> unsupported "
+                         "(no evidence)")
         elif missing:
             verification = Verification.OVERSTATED
             listed = ", ".join(f.text for f in missing)
-            notes.append(
-                f"{check.claim_id}: direct_observation -> overstated (not in evidence: {listed})"
-            )
+            notes.append(f"{check.claim_id}: {check.verification.value} -> overstated (not in "
+                         f"evidence: {listed})")
     return _updated(check, refs, verification), notes
 
+
+_JUDGED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE,
+                     Verification.OVERSTATED})
+"""Verifications that let a claim reach the Composer: each is held to its evidence."""
 
 _WITHHELD = frozenset({Verification.UNSUPPORTED, Verification.CONTRADICTED,
                        Verification.EXTERNAL_UNKNOWN})

@@ -30,7 +30,7 @@ from models.executor import ClaimKind, ClaimStatus
 from models.gatekeeper import VerifiedClaim, VerifiedEvidence
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.agents.base import ModelReply
-from pipeline.facts import IDENTIFYING_KINDS, Fact, FactKind, FactMemo, extract_facts
+from pipeline.facts import KEY_KINDS, Fact, FactKind, FactMemo, extract_facts
 from pipeline.guards import evidence_facts
 from pipeline.prompts import Prompt
 from pipeline.verdict import rule_verdict
@@ -94,9 +94,10 @@ def verify(verifier_input: VerifierInput) -> VerifierOutput:
         checks.append(check)
         if link_gap is not None:
             gaps.append(link_gap)
-        elif claim.critical and check.verification in (
+        elif claim.critical and (check.verification in (
             Verification.UNSUPPORTED, Verification.OVERSTATED, Verification.EXTERNAL_UNKNOWN
-        ):
+        ) or check.note == _FABRICATED):
+            # a key fact its evidence lacks: fabricated as it stands, and what a tool could show
             gaps.append(_gap(claim, missing))
     ceiling = verifier_input.verdict_ceiling
     verdict = min(rule_verdict(claims, checks), ceiling, key=lambda v: v.rank)
@@ -109,6 +110,9 @@ def verify(verifier_input: VerifierInput) -> VerifierOutput:
     )
 
 
+_FABRICATED = "a key fact (entity, code, identifier, number) is absent from its evidence"
+
+
 def classify(
     claim: VerifiedClaim, evidence: Sequence[VerifiedEvidence], *, memo: FactMemo | None = None
 ) -> tuple[ClaimCheck, list[Fact]]:
@@ -118,7 +122,7 @@ def classify(
     known = evidence_facts(evidence, memo=memo)
     facts = extract_facts(claim.text, single_digits=True)  # "slot 9" against "slot 8" too
     conflicting = [f for f in facts if known.conflicts(f)]
-    invented = [f for f in facts if f.kind in IDENTIFYING_KINDS and not known.supports(f)]
+    invented = [f for f in facts if f.kind in KEY_KINDS and not known.supports(f)]
     missing = [f for f in facts if not known.supports(f)]
 
     def check(verification: Verification, note: str) -> tuple[ClaimCheck, list[Fact]]:
@@ -126,9 +130,10 @@ def classify(
             claim_id=claim.claim_id, verification=verification, evidence_refs=refs, note=note
         ), missing
 
-    if conflicting or invented:
-        return check(Verification.CONTRADICTED, "a stated value differs from or is absent from "
-                     "its evidence")
+    if conflicting:
+        return check(Verification.CONTRADICTED, "a stated value differs from its evidence")
+    if invented:
+        return check(Verification.CONTRADICTED, _FABRICATED)
     if not facts:
         overlap = _word_overlap(claim.text, [e.matched_text for e in evidence])
         if overlap < 0.3:

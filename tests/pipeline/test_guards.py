@@ -69,10 +69,10 @@ def output(*checks: object, gaps: tuple[object, ...] = ()) -> VerifierOutput:
         (POOL_CLAIM, [("c1", LOG_500)], Verification.DIRECT_OBSERVATION),
         ("payment-db connection pool exhausted", [("c1", LOG_500)],
          Verification.DIRECT_OBSERVATION),
+        # a key fact (number, entity, version) absent from its evidence: fabricated
         ("payment-db connection pool exhausted (max 30 connections)", [("c1", LOG_500)],
-         Verification.OVERSTATED),
-        # no fact of these kinds in the evidence: absent, not contradicted
-        ("redis-cache v9.9.9 evicted keys", [("c1", LOG_500)], Verification.OVERSTATED),
+         Verification.CONTRADICTED),
+        ("redis-cache v9.9.9 evicted keys", [("c1", LOG_500)], Verification.CONTRADICTED),
         (POOL_CLAIM, [("c2", LOG_500)], Verification.UNSUPPORTED),
         (POOL_CLAIM, [], Verification.UNSUPPORTED),
     ],

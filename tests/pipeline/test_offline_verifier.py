@@ -63,13 +63,12 @@ def classified(text: str, kind: ClaimKind = F,
         # an identifying fact the evidence never states: fabricated, so contradicted
         ("payment-db pool exhausted with ECONNRESET", F, Verification.CONTRADICTED),
         ("the pool cut came with release v3.0.0", R, Verification.CONTRADICTED),
-        # an entity the evidence never names: never a direct observation
-        ("payment-db connection pool exhausted on redis-cache", F, Verification.OVERSTATED),
-        ("the 5xx rate of auth-api peaked at 41.8%", F, Verification.OVERSTATED),
-        ("redis-cache is unhealthy", F, Verification.UNSUPPORTED),
-        # some facts missing: overstated; none there: unsupported
-        ("the 5xx rate peaked at 41.8% with 77 pods down", F, Verification.OVERSTATED),
-        ("latency rose by 950ms over 12 minutes", F, Verification.UNSUPPORTED),
+        # an entity or a number the evidence never states: fabricated, so contradicted
+        ("payment-db connection pool exhausted on redis-cache", F, Verification.CONTRADICTED),
+        ("the 5xx rate of auth-api peaked at 41.8%", F, Verification.CONTRADICTED),
+        ("redis-cache is unhealthy", F, Verification.CONTRADICTED),
+        ("the 5xx rate peaked at 41.8% with 77 pods down", F, Verification.CONTRADICTED),
+        ("latency rose by 950ms over 12 minutes", F, Verification.CONTRADICTED),
         # no facts: word overlap decides
         ("payment-db connection pool exhausted", F, Verification.DIRECT_OBSERVATION),
         ("Postgres has a known bug in this release", F, Verification.UNSUPPORTED),
@@ -93,8 +92,9 @@ def test_verify_reads_only_each_claims_own_evidence() -> None:
               verified_claim("c2", "the 5xx rate peaked at 41.8% at 14:07")]
     swapped = [evidence("c1", RATE_SUMMARY), evidence("c2", LOG_500, evidence_id="E2")]
     answer = verify(build_verifier_input(outcome_for(claims, swapped), query=QUERY))
+    # with the other's evidence each states what its own does not: c1's "20" is absent
     assert [c.verification for c in answer.claim_checks] == [
-        Verification.UNSUPPORTED, Verification.CONTRADICTED]
+        Verification.CONTRADICTED, Verification.CONTRADICTED]
     assert [c.evidence_refs for c in answer.claim_checks] == [["E1"], ["E2"]]
 
 
@@ -145,7 +145,7 @@ def test_verify_reports_a_gap_for_each_weak_critical_claim() -> None:
     assert [(g.claim_id, g.critical, g.suggested_tool) for g in answer.evidence_gaps] == [
         ("c1", True, "query_metrics")]
     assert "quantity" in answer.evidence_gaps[0].description
-    assert "contradicted: 1" in answer.rationale and "overstated: 1" in answer.rationale
+    assert "contradicted: 3" in answer.rationale
 
 
 def test_offline_verifier_answers_its_serialized_input_with_valid_json() -> None:

@@ -191,13 +191,13 @@ def _checked(claim_text: str, evidence_text: str, given: Verification) -> tuple[
         ("peak 12.3%", "baseline 1.1% peak 12.3%",
          Verification.DIRECT_OBSERVATION, Verification.DIRECT_OBSERVATION),
         ("payment-db v9.9.9 degraded", "payment-db pool exhausted",
-         Verification.DIRECT_OBSERVATION, Verification.OVERSTATED),
+         Verification.DIRECT_OBSERVATION, Verification.CONTRADICTED),
         ("peak 12.3%", "baseline 1.1% peak 12.3%",
          Verification.UNSUPPORTED, Verification.UNSUPPORTED),
     ],
     ids=["differing-hex-overrides-the-model", "differing-percent",
          "differing-value-in-an-inference", "differing-version-of-an-overstated-claim",
-         "same-value-kept", "absent-kind-is-not-direct", "the-model-may-be-stricter"],
+         "same-value-kept", "absent-key-fact-is-fabricated", "the-model-may-be-stricter"],
 )
 def test_post_check_by_kind(claim: str, evidence_text: str, given: Verification,
                             expected: Verification) -> None:

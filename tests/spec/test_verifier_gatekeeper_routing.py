@@ -229,14 +229,14 @@ def test_facts_checked__claim_checks_are_mapped_to_legacy_facts_after_the_post_c
         facts_checked=[{"claim_id": "c1", "classification": "direct_evidence"},
                        {"claim_id": "c2", "classification": "direct_evidence"},
                        {"claim_id": "c77", "classification": "direct_evidence"}])
-    overstated = claim("c2", "checkout-service logged 1432 errors from 12 pods",
+    fabricated = claim("c2", "checkout-service logged 1432 errors from 12 pods",
                        binding(path="$.total", matched_text="1432"))
-    evaluation = evaluation_of(run(executor_output(errors_claim(), overstated),
+    evaluation = evaluation_of(run(executor_output(errors_claim(), fabricated),
                                    verifier=scripted(reply), composer=scripted(composer_reply())))
     assert [(c.claim_id, c.verification) for c in evaluation.claim_checks] == [
-        ("c1", Verification.DIRECT_OBSERVATION), ("c2", Verification.OVERSTATED)]
+        ("c1", Verification.DIRECT_OBSERVATION), ("c2", Verification.CONTRADICTED)]
     assert [(f.claim_id, f.classification) for f in evaluation.facts_checked] == [
-        ("c1", FactClass.DIRECT_EVIDENCE), ("c2", FactClass.INDIRECT_SUPPORT)]
+        ("c1", FactClass.DIRECT_EVIDENCE), ("c2", FactClass.CONTRADICTED)]
 
 
 # --- Requirement: ChatService SHALL route based on Verifier verdict -------------------------
