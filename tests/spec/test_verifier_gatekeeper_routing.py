@@ -147,6 +147,27 @@ def test_verifier_fact_check__reject_verdict_when_claims_contradict_evidence() -
     assert evaluation_of(result).model_verdict is Verdict.REJECT
 
 
+@pytest.mark.parametrize("called", ["reasonable_inference", "direct_observation", "overstated"])
+def test_verifier_fact_check__a_fabrication_is_rejected_whatever_the_model_calls_it(
+        called: str) -> None:
+    """The model (scripted) calls a claim that invents an error code and an entity anything but
+    fabricated; the post-check makes it contradicted, REJECT follows, and no field of the
+    answer repeats it, even when the Composer does."""
+    fabricated = claim("c5", "payment-db refused connections with ECONNREFUSED from "
+                       "pgbouncer-17", binding(matched_text="payment-db connection pool exhausted"))
+    reply = verifier_reply("PASS", {"c1": "direct_observation", "c5": called})
+    repeat = composer_reply(
+        "payment-db refused connections with ECONNREFUSED from pgbouncer-17.",
+        cites=("c5",))
+    result = run(executor_output(errors_claim(), fabricated), verifier=scripted(reply),
+                 composer=scripted(repeat, repeat))
+    checks_by_id = {c.claim_id: c.verification for c in evaluation_of(result).claim_checks}
+    assert checks_by_id["c5"] is Verification.CONTRADICTED
+    assert result.result.verdict is Verdict.REJECT
+    shown = answer_text(result)
+    assert "ECONNREFUSED" not in shown and "pgbouncer" not in shown
+
+
 def test_verifier_fact_check__verified_structured_claims_are_the_only_verification_target() -> None:
     verifier = scripted(verifier_reply("PASS", {
         "c1": "direct_observation", "c2": "direct_observation", "c9": "direct_observation",
