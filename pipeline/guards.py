@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from models.composer import ComposerInput, ComposerOutput
+from models.executor import ClaimKind
 from models.gatekeeper import VerifiedEvidence
+from models.invocation import EvidenceStatus
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
+from pipeline import lexicon
 from pipeline.facts import KEY_KINDS, Fact, FactMemo, FactSet, extract_facts
 from pipeline.gatekeeper import scope_text
 
@@ -75,7 +79,8 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput) -> PostChe
             downgrades.append(f"{claim.claim_id}: no check returned, counted as unsupported")
         evidence = evidence_by_claim[claim.claim_id]
         check, notes = _hold_to_evidence(check, claim.text, evidence, known_refs=known_refs,
-                                         memo=memo)
+                                         memo=memo,
+                                         negative=claim.kind is ClaimKind.NEGATIVE_OBSERVATION)
         downgrades.extend(notes)
         checks.append(check)
     gaps = [
@@ -95,7 +100,7 @@ def _known_refs(evidence: Sequence[VerifiedEvidence]) -> frozenset[str]:
 
 def _hold_to_evidence(
     check: ClaimCheck, text: str, evidence: list[VerifiedEvidence], *,
-    known_refs: frozenset[str], memo: FactMemo,
+    known_refs: frozenset[str], memo: FactMemo, negative: bool = False,
 ) -> tuple[ClaimCheck, list[str]]:
     notes: list[str] = []
     refs = [ref for ref in check.evidence_refs if ref in known_refs]
@@ -141,7 +146,58 @@ def _hold_to_evidence(
             listed = ", ".join(f.text for f in missing)
             notes.append(f"{check.claim_id}: {check.verification.value} -> overstated (not in "
                          f"evidence: {listed})")
+        elif (wider := scope_problem(text, trusted, negative=negative)) is not None:
+            verification = Verification.OVERSTATED
+            notes.append(f"{check.claim_id}: {check.verification.value} -> overstated "
+                         f"({wider})")
     return _updated(check, refs, verification), notes
+
+
+def scope_problem(text: str, evidence: Sequence[VerifiedEvidence], *, negative: bool
+                  ) -> str | None:
+    """Why a negative observation says more than the queries it rests on looked at; None when
+    it stays within them. A claim is negative when its kind says so or when it rests on a query
+    that found nothing. It may not widen its reach with words its evidence does not use ("at
+    all", "not even", "healthy"); on a query limited to a minimum log level it names a level,
+    and only levels at or above that minimum; on a query limited to a search term or a metric,
+    it names that term; on a query of one service it speaks of no other service."""
+    empty = [e for e in evidence if e.evidence_status is EvidenceStatus.NO_EVIDENCE]
+    if not negative and not empty:
+        return None
+    said = " ".join([e.matched_text for e in evidence]
+                    + [t for e in evidence for t in scope_text(e.scope)]).casefold()
+    reach = next((m.group(0) for m in lexicon.OVERREACH.finditer(text)
+                  if m.group(0).casefold() not in said), None)
+    if reach is not None:
+        return f"wider than its evidence: {reach!r}"
+    words = [w.casefold() for w in re.findall(r"[A-Za-z]+", text)]
+    for item in empty:
+        query = item.scope.filter or ""
+        floor = _LEVEL_FILTER.search(query)
+        if floor is not None:
+            minimum = lexicon.LEVELS.get(floor.group(2).casefold(), 0)
+            exact = floor.group(1) != ">="
+            named = [w for w in words if w in lexicon.LEVELS]
+            if not named:
+                return (f"names no log level, but its query searched only {floor.group(0)!r}")
+            outside = [w for w in named if lexicon.LEVELS[w] < minimum
+                       or (exact and lexicon.LEVELS[w] != minimum)]
+            if outside:
+                return (f"speaks of {outside[0]!r}, but its query searched only "
+                        f"{floor.group(0)!r}")
+        for term in _TERM.findall(query):
+            if term.casefold() not in text.casefold():
+                return f"leaves out the term its query searched for ({term!r})"
+        service = item.scope.service
+        if service and re.search(r"\b(?:any|all|every|other)\s+services?\b", text,
+                                 re.IGNORECASE):
+            return f"speaks of other services, but its query looked at {service} only"
+    return None
+
+
+_LEVEL_FILTER = re.compile(r"\blevel\s*(>=|==?|:)\s*([A-Za-z]+)", re.IGNORECASE)
+"""A log level filter: a floor (`level >= ERROR`) or one level (`level:error`)."""
+_TERM = re.compile(r'(?:message|metric)\s+contains\s+"([^"]+)"', re.IGNORECASE)
 
 
 _JUDGED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE,

@@ -194,8 +194,8 @@ OVERREACH = re.compile(
     r"|\bcompletely\b|\btotally\b|\bfully\b|\beven\b|\bhealth(?:y|ier)?\b|\bfine\b"
     r"|\bnormal(?:ly)?\b|\bunaffected\b|\bnot\s+affected\b|\bruled?\s+out\b"
     r"|\bno\s+(?:problems?|issues?|trouble|impact)\b|\bnothing\s+wrong\b|\bclean\b"
-    r"|\bquiet\b|\bsilent\b|\bnowhere\b|\bany\s+(?:other|kind|level|service|logs?)\b"
-    r"|\ball\s+(?:logs?|levels?|services?|lines?|messages?)\b|\bnot\s+involved\b"
+    r"|\bquiet\b|\bsilent\b|\bnowhere\b|\bany\s+(?:other|kind|level|logs?)\b"
+    r"|\ball\s+(?:logs?|levels?|lines?|messages?)\b|\bnot\s+involved\b"
     r"|\bexonerat\w+|\binnocent\b|\bcan\s+be\s+excluded\b",
     re.IGNORECASE)
 """What a negative observation cannot say beyond its query: no quantifier wider than the
@@ -237,6 +237,10 @@ database db connection connections instance instances container containers host 
 storage io load traffic rate rates count counts size limit limits quota config configuration
 flag flags setting settings upstream downstream dependency dependencies peak time times
 timestamp timestamps start end duration value values error errors code codes status
+anomaly anomalies payload payloads internals internal body bodies header headers call calls
+signal signals open instruction instructions ai agent agents untrusted trusted treated data
+object objects kubernetes line lines message messages entry entries object objects queried
+made make used use problem problems issue issues symptom symptoms up
 """.split())
 """Words that describe evidence and its absence: an evidence gap may use them beside the
 words of the run's own material."""

@@ -32,6 +32,7 @@ from pipeline.guards import post_check
 from pipeline.routing import Route
 from pipeline.serialization import canonical_bytes, sha256_hex
 from pipeline.statements import assemble, audit, check_reply
+from pipeline.tools.builtin import BUILTIN_TOOLS
 from pipeline.verdict import effective_verdict
 from pipeline.verifier_input import build_verifier_input, mark_untrusted
 
@@ -127,7 +128,8 @@ def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> Pi
         rationale=state.verifier_output.rationale,
         runbook_steps=state.runbook_steps,
         evidence=[*(e.matched_text for e in _gatekeeper(state).verified_evidence),
-                  *sorted({e.tool_name for e in _gatekeeper(state).verified_evidence})],
+                  *sorted({e.tool_name for e in _gatekeeper(state).verified_evidence}
+                          | {t.name for t in BUILTIN_TOOLS})],
     )
     return state.model_copy(update={"composer_input": composition.composer_input,
                                     "withheld_actions": composition.withheld_actions})

@@ -342,7 +342,7 @@ def build_gap_output(findings: Findings) -> Investigation:
     for call in findings.calls:
         if not call.ready:
             who = call.argument("service") or "all services"
-            report.missing.append(f"The {call.tool} call for {who} failed, so its evidence "
+            report.missing.append(f"The {call.tool} call for {who} failed: its evidence "
                                   "is missing.")
     if not any(c.critical for c in report.claims):
         report.missing.append("The calls made for the evidence gaps found no new signal: "
@@ -402,9 +402,9 @@ def _log_claims(report: _Report, findings: Findings, call: CallView, service: st
     planted = sum(p.count for p in findings.untrusted(service) if p.call is call)
     if planted:
         report.missing.append(
-            f"{plural(planted, 'log line')} from {service or 'the searched services'} read as "
-            "instructions to an AI agent; they were treated as untrusted data and not used as "
-            "evidence.")
+            f"{plural(planted, 'log line')} from {service or 'the searched services'} were not "
+            "used as evidence: they read as instructions to an AI agent and were treated as "
+            "untrusted data.")
     if not bursts:
         return [report.claim(f"Nothing new in these logs: {call.document.get('summary')}",
                              ClaimKind.FINDING, critical=critical and quiet,
@@ -446,8 +446,9 @@ def _event_claims(report: _Report, call: CallView, *, critical: bool,
     trusted = [(p, d) for p, d in reasons if not instruction_like(json.dumps(d))]
     if len(trusted) < len(reasons):
         report.missing.append(
-            f"Kubernetes events of {call.service or 'the queried objects'} read as instructions "
-            "to an AI agent; they were treated as untrusted data and not used as evidence.")
+            f"Kubernetes events of {call.service or 'the queried objects'} were not used as "
+            "evidence: they read as instructions to an AI agent and were treated as untrusted "
+            "data.")
     return [report.claim(data["summary"], ClaimKind.FINDING, critical=critical,
                          bindings=[(call, f"{path}.summary", None)])
             for path, data in trusted]
@@ -616,7 +617,7 @@ def _conclude(report: _Report, findings: Findings, *, root_id: str | None,
     for call in findings.calls:
         if not call.ready:
             who = call.argument("service") or "all services"
-            report.missing.append(f"The {call.tool} call for {who} failed, so its evidence "
+            report.missing.append(f"The {call.tool} call for {who} failed: its evidence "
                                   "is missing.")
     if deploy is not None and root_id:
         previous = deploy.text("previous_version")

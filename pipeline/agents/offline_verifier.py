@@ -31,7 +31,7 @@ from models.gatekeeper import VerifiedClaim, VerifiedEvidence
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.agents.base import ModelReply
 from pipeline.facts import KEY_KINDS, Fact, FactKind, FactMemo, extract_facts
-from pipeline.guards import evidence_facts
+from pipeline.guards import evidence_facts, scope_problem
 from pipeline.prompts import Prompt
 from pipeline.verdict import rule_verdict
 
@@ -134,6 +134,10 @@ def classify(
         return check(Verification.CONTRADICTED, "a stated value differs from its evidence")
     if invented:
         return check(Verification.CONTRADICTED, _FABRICATED)
+    wider = scope_problem(claim.text, evidence,
+                          negative=claim.kind is ClaimKind.NEGATIVE_OBSERVATION)
+    if wider is not None:
+        return check(Verification.OVERSTATED, wider)
     if not facts:
         overlap = _word_overlap(claim.text, [e.matched_text for e in evidence])
         if overlap < 0.3:

@@ -33,10 +33,12 @@ from models.gatekeeper import (
     GatekeeperOutcome,
     GatekeeperResult,
     Severity,
+    VerifiedEvidence,
     VerifiedExecutorOutput,
 )
+from models.invocation import EvidenceStatus
 from models.verifier import Verification, VerifierInput, VerifierOutput
-from pipeline.guards import new_facts, post_check
+from pipeline.guards import new_facts, post_check, scope_problem
 from pipeline.rendering import render
 from pipeline.verifier_input import build_verifier_input
 
@@ -279,3 +281,65 @@ def test_composer_new_fact_then_clean_answer_ships_the_clean_answer() -> None:
     assert result.result.status == "SUCCESS"
     assert result.result.final_answer.answer_summary == json.loads(
         clean)["answer_summary"][0]["text"]
+
+
+# --- negative observations stay within their query's scope (issue 19) -----------------------
+
+def _empty(filter_text: str | None, service: str | None = "inventory-service") -> VerifiedEvidence:
+    item = evidence("c1", service or "", path="$.scope.service", service=service,
+                    evidence_status=EvidenceStatus.NO_EVIDENCE)
+    return item.model_copy(update={"scope": item.scope.model_copy(update={"filter": filter_text})})
+
+
+@pytest.mark.parametrize(
+    ("text", "filter_text", "why"),
+    [
+        ("inventory-service logged nothing at all, not even warnings, so it is healthy",
+         "level >= ERROR", "at all"),
+        ("No warning or error logs were found for inventory-service", "level >= ERROR",
+         "warning"),
+        ("No logs were found for inventory-service", "level >= ERROR", "names no log level"),
+        ("No error logs were found for inventory-service", 'message contains "timeout"',
+         "timeout"),
+        ("No error logs were found for inventory-service or any other service", None,
+         "other"),
+        ("inventory-service is unaffected: no error logs were found", "level >= ERROR",
+         "unaffected"),
+    ],
+    ids=["overreach-words", "level-below-the-floor", "no-level-named", "search-term-left-out",
+         "other-services", "unaffected"],
+)
+def test_scope__a_negative_observation_wider_than_its_query_is_overstated(
+        text: str, filter_text: str | None, why: str) -> None:
+    problem = scope_problem(text, [_empty(filter_text)], negative=True)
+    assert problem is not None and why in problem, problem
+
+
+@pytest.mark.parametrize(
+    ("text", "filter_text"),
+    [
+        ("No error logs were found for inventory-service", "level >= ERROR"),
+        ("No log lines at ERROR or above were found for inventory-service", "level >= ERROR"),
+        ("No fatal or error lines were logged by inventory-service", "level >= ERROR"),
+        ('No error logs matching "timeout" were found for inventory-service',
+         'level >= ERROR AND message contains "timeout"'),
+        ("No logs were found for inventory-service", None),
+    ],
+)
+def test_scope__a_negative_observation_within_its_query_stands(
+        text: str, filter_text: str | None) -> None:
+    assert scope_problem(text, [_empty(filter_text)], negative=True) is None
+
+
+def test_scope__the_post_check_overstates_what_the_model_calls_direct() -> None:
+    claims = [verified_claim("c1", "inventory-service logged nothing at all, not even "
+                             "warnings, so it is healthy", kind=ClaimKind.NEGATIVE_OBSERVATION)]
+    outcome = GatekeeperOutcome(
+        result=GatekeeperResult(status="pass", severity=Severity.PASS, rules=[],
+                                failed_rules=[], checked_bindings=[]),
+        verified_output=VerifiedExecutorOutput(claims=claims),
+        verified_evidence=[_empty("level >= ERROR")])
+    checked = post_check(output(check("c1", Verification.DIRECT_OBSERVATION)),
+                         build_verifier_input(outcome, query=QUERY))
+    assert checked.claim_checks[0].verification is Verification.OVERSTATED
+    assert "wider than its evidence" in checked.downgrades[0]

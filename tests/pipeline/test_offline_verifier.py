@@ -15,6 +15,7 @@ from models.gatekeeper import (
     VerifiedEvidence,
     VerifiedExecutorOutput,
 )
+from models.invocation import EvidenceStatus
 from models.verifier import Verification, VerifierOutput
 from pipeline.agents.offline_verifier import MODEL_NAME, OfflineVerifier, classify, verify
 from pipeline.prompts import load_prompt
@@ -155,3 +156,16 @@ def test_offline_verifier_answers_its_serialized_input_with_valid_json() -> None
     reply = OfflineVerifier().respond(load_prompt("verifier"), canonical_bytes(verifier_input))
     assert VerifierOutput.model_validate_json(reply.text) == verify(verifier_input)
     assert OfflineVerifier.model == MODEL_NAME
+
+
+def test_classify__a_negative_observation_wider_than_its_query_is_overstated() -> None:
+    empty = evidence("c1", "inventory-service", path="$.scope.service",
+                     service="inventory-service", evidence_status=EvidenceStatus.NO_EVIDENCE)
+    empty = empty.model_copy(update={"scope": empty.scope.model_copy(
+        update={"filter": "level >= ERROR"})})
+    wide = verified_claim("c1", "inventory-service logged nothing at all, not even warnings",
+                          kind=ClaimKind.NEGATIVE_OBSERVATION)
+    bounded = verified_claim("c1", "No error logs were found for inventory-service",
+                             kind=ClaimKind.NEGATIVE_OBSERVATION)
+    assert classify(wide, [empty])[0].verification is Verification.OVERSTATED
+    assert classify(bounded, [empty])[0].verification is Verification.DIRECT_OBSERVATION

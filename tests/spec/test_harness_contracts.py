@@ -36,6 +36,7 @@ from .helpers import (
     binding,
     bundle,
     claim,
+    composer_reply,
     empty_invocation,
     errors_claim,
     executor_output,
@@ -163,6 +164,29 @@ def test_status__no_evidence_result_is_cited_bounded_to_query_scope_by_verifier(
               for c in result.result.self_evaluation.verifier_evaluation.claim_checks}
     assert checks["c2"] is Verification.DIRECT_OBSERVATION
     assert checks["c3"] is not Verification.DIRECT_OBSERVATION
+
+
+@pytest.mark.parametrize("called", ["direct_observation", "reasonable_inference"])
+def test_status__an_overreaching_negative_observation_is_never_a_confirmed_finding(
+        called: str) -> None:
+    """Against a level:error search that found nothing, the model (scripted) calls a wider
+    statement a direct observation: the post-check makes it overstated, so it is never shown
+    as confirmed, and the Composer cannot publish its wider words as a finding."""
+    scope_binding = binding(EMPTY_ID, "search_logs", "$.scope.service", "inventory-service")
+    wide = claim("c2", "inventory-service logged nothing at all, not even warnings, so it is "
+                 "healthy", scope_binding, kind=ClaimKind.NEGATIVE_OBSERVATION, critical=False)
+    reply = verifier_reply("PASS", {"c1": "direct_observation", "c2": called})
+    repeat = composer_reply("inventory-service logged nothing at all, not even warnings.",
+                            cites=("c2",))
+    result = run(executor_output(errors_claim(), wide), verifier=scripted(reply),
+                 composer=scripted(repeat, repeat))
+    checks = {c.claim_id: c.verification
+              for c in result.result.self_evaluation.verifier_evaluation.claim_checks}
+    assert checks["c2"] is Verification.OVERSTATED
+    answer = result.result.final_answer.user_facing_answer
+    confirmed = answer.split("Possible directions")[0]
+    assert "healthy" not in confirmed and "at all" not in confirmed
+    assert "at all" not in result.result.final_answer.answer_summary
 
 
 def test_status__errored_evidence_never_backs_a_negative_observation() -> None:
