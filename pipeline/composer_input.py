@@ -188,9 +188,12 @@ def _cited_actions(
     refused: list[WithheldAction] = []
     for index, action in enumerate(output.recommended_actions):
         if not set(action.claim_ids) <= allowed_ids:
-            missing = ", ".join(sorted(set(action.claim_ids) - allowed_ids))
-            refused.append(WithheldAction(index=index, text=action.text,
-                                          reason=f"cites claims that are not allowed: {missing}"))
+            # counted, not named: the ids are the Executor's own strings, unchecked
+            missing = len(set(action.claim_ids) - allowed_ids)
+            refused.append(WithheldAction(
+                index=index, text=action.text,
+                reason=f"cites {missing} claim{'s' if missing != 1 else ''} that "
+                       f"{'are' if missing != 1 else 'is'} not allowed"))
         elif not leak.clean(action.text):
             refused.append(WithheldAction(
                 index=index, text=action.text, reason="repeats a withheld claim or text that "

@@ -15,7 +15,6 @@ from models.executor import (
     REMOVED_FIELDS,
     Claim,
     ClaimKind,
-    ClaimStatus,
     EvidenceBinding,
     ExecutorEvidenceV2,
 )
@@ -106,8 +105,11 @@ def _check_schema(document: Mapping[str, Any], audit: _Audit) -> ExecutorEvidenc
         if claim.claim_id in seen:
             audit.fail(RuleId.SCHEMA, f"duplicate claim_id {claim.claim_id!r}")
         seen.add(claim.claim_id)
-        if claim.status is ClaimStatus.CONFIRMED and not claim.evidence_bindings:
-            audit.fail(RuleId.SCHEMA, f"confirmed claim {claim.claim_id} has no evidence bindings")
+        if not claim.evidence_bindings:
+            # every analysis item cites at least one tool call, a HYPOTHESIS as much as a
+            # CONFIRMED claim (harness-contracts: "Draft contains an analysis item")
+            audit.fail(RuleId.SCHEMA, f"{claim.status.value.lower()} claim {claim.claim_id} "
+                       "has no evidence bindings")
     return output
 
 

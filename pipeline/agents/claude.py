@@ -149,10 +149,14 @@ class ClaudeAgent:
 
 
 def answer_text(response: MessagesResponse, tool: str) -> str:
-    """The answer tool's input as JSON text; "" without it (a reply that skips the tool is
-    invalid output, even when its text happens to be JSON)."""
-    uses = response.tool_uses(tool)
-    return json.dumps(uses[0].get("input"), ensure_ascii=False) if uses else ""
+    """The answer tool's input as JSON text; "" (invalid output) unless the reply is exactly
+    one call of that tool and nothing else: a reply that skips the tool, calls it twice, calls
+    another tool or writes text beside it is not one JSON object, even when its text happens
+    to be JSON."""
+    uses = response.tool_uses()
+    if len(uses) != 1 or uses[0].get("name") != tool or response.text().strip():
+        return ""
+    return json.dumps(uses[0].get("input"), ensure_ascii=False)
 
 
 # -- single-turn roles: Verifier and Composer ------------------------------------------------

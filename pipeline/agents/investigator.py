@@ -402,9 +402,9 @@ def _log_claims(report: _Report, findings: Findings, call: CallView, service: st
     planted = sum(p.count for p in findings.untrusted(service) if p.call is call)
     if planted:
         report.missing.append(
-            f"{plural(planted, 'log line')} from {service or 'the searched services'} were not "
-            "used as evidence: they read as instructions to an AI agent and were treated as "
-            "untrusted data.")
+            f"Some log lines from {service or 'the searched services'} were not used as "
+            "evidence: they read as instructions to an AI agent and were treated as untrusted "
+            "data.")
     if not bursts:
         return [report.claim(f"Nothing new in these logs: {call.document.get('summary')}",
                              ClaimKind.FINDING, critical=critical and quiet,

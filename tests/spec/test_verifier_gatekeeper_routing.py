@@ -450,9 +450,7 @@ def test_observable__pre_verification_fallback_is_persisted(
 
 
 def test_observable__gatekeeper_result_written_to_self_evaluation() -> None:
-    output = executor_output(errors_claim(), fabricated_claim(),
-                             claim("c6", "a speculative link", kind=ClaimKind.CORRELATION,
-                                   status=ClaimStatus.HYPOTHESIS))
+    output = executor_output(errors_claim(), fabricated_claim())
     outcome = gatekeep(output, invocations())
     stored = evaluation_of(run(output)).gatekeeper_result
     assert stored == outcome.result
@@ -461,7 +459,6 @@ def test_observable__gatekeeper_result_written_to_self_evaluation() -> None:
     assert stored.failed_rules == [RuleId.INVOCATION_REF]
     assert [(b.claim_id, b.status) for b in stored.checked_bindings] == [
         ("c1", "pass"), ("c1", "pass"), ("c9", "fail")]
-    assert stored.warnings == ["claim c6 has no evidence bindings; not verifiable"]
     assert len(stored.errors) == 1 and "c9" in stored.errors[0]
 
 
@@ -909,9 +906,16 @@ def test_gatekeeper__schema_rule_rejects_duplicate_claim_ids_and_bad_shape() -> 
     assert gatekeep(extra, invocations()).result.failed_rules == [RuleId.SCHEMA]
 
 
-def test_gatekeeper__hypothesis_without_bindings_is_not_verified() -> None:
+def test_gatekeeper__hypothesis_without_bindings_fails_the_schema_rule() -> None:
+    """Every analysis item cites at least one tool call (harness-contracts), a HYPOTHESIS too:
+    one without bindings fails schema.executor_v2 and takes the structural repair."""
     output = executor_output(errors_claim(),
                              claim("c2", "maybe the cache", status=ClaimStatus.HYPOTHESIS))
     outcome = gatekeep(output, invocations())
-    assert outcome.result.severity is Severity.PASS
-    assert [c.claim_id for c in outcome.verified_output.claims] == ["c1"]
+    assert outcome.result.severity is Severity.REJECT
+    assert outcome.result.failed_rules == [RuleId.SCHEMA]
+    assert any("hypothesis claim c2 has no evidence bindings" in e
+               for e in outcome.result.errors)
+    result = run(output).result
+    assert result.fallback_type is FallbackType.EVIDENCE_VALIDATION_FAILED
+    assert "maybe the cache" not in result.final_answer.user_facing_answer
