@@ -1,4 +1,5 @@
-"""Deterministic guards on model output: the Verifier post-check and the no-new-facts guard."""
+"""Deterministic guards on model output: the Verifier post-check (the Composer's statements are
+held to their citations by `pipeline.statements`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from models.composer import ComposerInput, ComposerOutput
 from models.executor import ClaimKind
 from models.gatekeeper import VerifiedEvidence
 from models.invocation import EvidenceStatus
@@ -226,20 +226,3 @@ def _updated(check: ClaimCheck, refs: list[str], verification: Verification) -> 
     if refs == check.evidence_refs and verification is check.verification:
         return check
     return check.model_copy(update={"evidence_refs": refs, "verification": verification})
-
-
-def composer_input_texts(composer_input: ComposerInput) -> list[str]:
-    """Every string the Composer was given."""
-    texts = [composer_input.original_query, composer_input.rationale,
-             *(g.text for g in composer_input.missing_info)]
-    texts += [c.text for c in composer_input.allowed_claims]
-    texts += [h.text for h in composer_input.allowed_hypotheses]
-    texts += [a.text for a in composer_input.recommended_actions]
-    return texts
-
-
-def new_facts(output: ComposerOutput, composer_input: ComposerInput) -> list[Fact]:
-    """Facts the Composer stated that its input does not: empty means the answer may ship."""
-    known = FactSet.from_texts(composer_input_texts(composer_input))
-    stated = [output.answer_summary, output.user_facing_answer, *output.recommended_actions]
-    return [fact for text in stated for fact in unsupported_facts(text, known)]

@@ -311,3 +311,66 @@ def test_gap_check__a_gap_that_asserts_is_refused(text: str, why: str) -> None:
 @given(st.sampled_from([t for _, t, _ in GAPS_REFUSED]), st.sampled_from(GAPS_SHOWN))
 def test_gap_check__a_refused_gap_stays_refused_beside_a_good_one(bad: str, good: str) -> None:
     assert gap_problem(f"{good} {bad}", GAP_MATERIAL) is not None
+
+
+# --- the old claim-level guard's cases (pipeline/conclusions.py, removed), as statements -------
+
+def _elastic(verdict: Verdict) -> ComposerInput:
+    ci = composer_input(verdict)
+    if verdict is Verdict.REJECT:
+        return ci
+    return ci.model_copy(update={"allowed_hypotheses": [AllowedHypothesis(
+        hypothesis_id="H1", text="elastic-cluster-9 may be involved", claim_ids=["c3"])]})
+
+
+@pytest.mark.parametrize("verdict", [Verdict.LOW_CONFID, Verdict.PASS])
+@pytest.mark.parametrize("text", [
+    "The root cause is elastic-cluster-9.",
+    "elastic-cluster-9 is the root cause of the 500s.",
+    "The 500s were caused by elastic-cluster-9.",
+    "elastic-cluster-9 is involved, and this is confirmed.",
+    "elastic-cluster-9 alone is involved.",
+])
+def test_statement_check__a_possible_direction_never_becomes_a_cause(
+        verdict: Verdict, text: str) -> None:
+    """An obedient Composer repeating a possible direction as the cause: refused under any
+    verdict (under PASS the hypothesis is no allowed ROOT_CAUSE claim either)."""
+    statement = Statement(text=text, cites=["H1"])
+    reply = ComposerReply(answer_summary=[], user_facing_answer=[statement],
+                          recommended_actions=[])
+    assert not check_reply(reply, _elastic(verdict))[0].accepted
+
+
+@pytest.mark.parametrize("field", ["answer_summary", "recommended_actions"])
+def test_statement_check__summary_and_actions_are_held_too(field: str) -> None:
+    ci = _elastic(Verdict.LOW_CONFID)
+    text = ("Root cause: elastic-cluster-9." if field == "answer_summary"
+            else "Restart elastic-cluster-9, the root cause")
+    statement = Statement(text=text, cites=["H1"] if field == "answer_summary" else ["A1"])
+    reply = ComposerReply(answer_summary=[], user_facing_answer=[], recommended_actions=[])
+    reply = reply.model_copy(update={field: [statement]})
+    assert not check_reply(reply, ci)[0].accepted
+
+
+def test_statement_check__reject_names_no_cause_even_hedged() -> None:
+    ci = composer_input(Verdict.REJECT)
+    for text in ("The root cause may be the v2.3.1 deploy of checkout-service.",
+                 "checkout-service v2.3.1 possibly caused the errors."):
+        _, problem = one(text, "c5", verdict=Verdict.REJECT)
+        assert problem is not None, text
+    assert check_reply(self_statements(ci), ci)[0].accepted
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["auth-api logged 512 errors.", "Errors were ECONNRESET.", "It returned HTTP 503.",
+     "checkout-service v2.3.0 was fine.", "checkout-service logged errors at 13:41.",
+     "It began on 2026-11-29.", "The error rate peaked at 41.8%.",
+     "Latency reached 950ms."],
+    ids=["service", "named-error-code", "http-code", "version", "time-of-day", "date",
+         "percentage", "number-with-unit"])
+def test_statement_check__a_fact_absent_from_what_it_cites_is_refused(sentence: str) -> None:
+    for field, cites in (("answer_summary", ("c1", "c3")), ("user_facing_answer", ("c1", "c3")),
+                         ("recommended_actions", ("A1",))):
+        _, problem = one(sentence, *cites, field=field)
+        assert problem is not None, (field, sentence)
