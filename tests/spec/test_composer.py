@@ -13,7 +13,7 @@ from models.evaluation import StageStatus
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.fallback import FallbackReason
 from models.verifier import Verification
-from pipeline.composer_input import build_composer_input
+from pipeline.composer_input import build_composer_input, build_composition
 from pipeline.errors import ProviderRejectedError
 from pipeline.fallback import semantic_unavailable
 from pipeline.rendering import NO_RELIABLE_CONCLUSION, render
@@ -147,6 +147,59 @@ def test_generation__composer_does_not_introduce_new_facts(new_fact: str) -> Non
     clean = composer_reply("checkout-service logged 1432 errors; its http_5xx_rate rose to 41.8% "
                            "at 14:07, after v2.3.1 was deployed.", cites=("c1", "c2", "c3"))
     assert run(good_output(), composer=scripted(clean)).result.status == "SUCCESS"
+
+
+ISSUE_19_INVENTIONS = [
+    # the reviewer's replies (issue 19), each a cited statement a real model could write
+    ("summary", "The root cause is a memory leak in the JVM of checkout-service.", ("c4",),
+     "memory leak"),
+    ("body", "checkout-service returned HTTP 500 because a memory leak filled the JVM heap.",
+     ("c1",), "JVM"),
+    ("body", "The Kafka brokers are degraded as well.", ("c1",), "Kafka"),
+    ("body", "redis is also degraded", ("c2",), "redis"),
+    ("action", "Restart every checkout-service pod and flush the payments cache", ("A1",),
+     "flush"),
+    ("action", "Restore the payment-db connection pool size to 50 to clear the memory leak in "
+     "the JVM heap", ("A1",), "memory leak"),
+]
+
+
+@pytest.mark.parametrize(("field", "text", "cites", "invented"), ISSUE_19_INVENTIONS,
+                         ids=[f"{f}-{i}" for i, (f, *_) in enumerate(ISSUE_19_INVENTIONS)])
+def test_generation__an_invented_cause_entity_or_action_never_ships(
+        field: str, text: str, cites: tuple[str, ...], invented: str) -> None:
+    """Cited or not, a statement that adds a cause, an entity, an action or an action's reason
+    is refused; the whole reply takes the retry, then the fallback, and the invention is in
+    no field of what the user reads."""
+    faithful = "checkout-service logged 1432 errors, returning HTTP 500."
+    if field == "action":
+        reply = composer_reply(faithful, actions=[text], action_cites=cites)
+    elif field == "summary":
+        reply = composer_reply(text, cites=cites)
+    else:
+        reply = json.dumps({**json.loads(composer_reply(faithful)),
+                            "user_facing_answer": [{"text": text, "cites": list(cites)}]})
+    result = run(good_output(), composer=scripted(reply, reply))
+    assert result.result.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
+    assert invented.casefold() not in answer_text(result).casefold()
+
+
+@pytest.mark.parametrize("text", [
+    "The HTTP 500 errors are due solely to the v2.3.1 deploy; this is confirmed.",
+    "The v2.3.1 deploy alone led to the HTTP 500 errors, and that is the confirmed cause.",
+    "checkout-service v2.3.1 is clearly what broke checkout-service.",
+])
+def test_claim_checks__an_inference_never_becomes_certainty(text: str) -> None:
+    """Without an allowed ROOT_CAUSE claim (PASS on findings only), causal, exclusive or
+    certain wording about the deploy is refused, whatever the phrasing."""
+    output = good_output()
+    output["claims"] = [c for c in output["claims"] if c["kind"] != "ROOT_CAUSE"]
+    reply = composer_reply(text, cites=("c1", "c3"))
+    result = run(output, composer=scripted(reply, reply))
+    assert result.result.verdict is Verdict.PASS
+    assert result.result.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
+    shown = answer_text(result)
+    assert "solely" not in shown and "confirmed cause" not in shown and "clearly" not in shown
 
 
 # --- Requirement: Composer input SHALL honor Verifier claim checks ---------------------------
@@ -379,3 +432,17 @@ def test_wording__an_asserting_gap_never_reaches_the_answer(verdict: str) -> Non
     assert "More evidence was asked for than this run gathered (suggested tool: query_metrics)" \
         in gaps
     assert "The investigation reported missing information that is not shown" in gaps
+
+
+def test_claim_checks__a_withheld_action_does_not_repeat_the_executors_claim_ids() -> None:
+    """The reason stored for a withheld action counts the claims it cites that are not allowed;
+    the ids are the Executor's own unverified strings and are not repeated."""
+    output = executor_output(recommended_actions=[
+        {"text": "Check the payment-db pool", "claim_ids": ["c1", "dns-outage-is-root-cause"]}])
+    composition = build_composition(
+        query=QUERY, verdict=Verdict.PASS, claims=CLAIMS,
+        checks=[check("c1", Verification.DIRECT_OBSERVATION)], gaps=[],
+        executor_output=ExecutorEvidenceV2.model_validate(output), rationale="Checked.")
+    [withheld] = composition.withheld_actions
+    assert withheld.reason == "cites 1 claim that is not allowed"
+    assert "dns" not in withheld.model_dump_json()
