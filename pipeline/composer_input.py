@@ -20,10 +20,11 @@ from models.composer import (
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.gatekeeper import VerifiedClaim
 from models.verifier import ClaimCheck, EvidenceGap, Verification
+from pipeline import lexicon
 from pipeline.actions import Action, screen_actions
 from pipeline.facts import FactSet
 from pipeline.guards import unsupported_facts
-from pipeline.statements import check_reply, gap_problem, self_statements
+from pipeline.statements import check_reply, gap_problem, grounding_problem, self_statements
 from pipeline.text import normalize
 from pipeline.untrusted import instruction_like
 
@@ -100,6 +101,8 @@ def build_composition(
         actions, material_texts=[query, *(c.text for c in allowed), *(h.text for h in hypotheses)],
         steps=[s for s in runbook_steps if s.claim_id in allowed_ids],
     )
+    kept, ungrounded = _grounded_actions(kept, allowed, runbook_steps)
+    guarded += ungrounded
     claim_ids = {c.claim_id for c in allowed}
     material = [query, *(c.text for c in allowed), *(h.text for h in hypotheses),
                 *(text for _, text, _ in kept), *evidence]
@@ -203,6 +206,27 @@ def _cited_actions(
     return cited, refused
 
 
+def _grounded_actions(kept: list[Action], allowed: Sequence[AllowedClaim],
+                      steps: Sequence[RunbookStep]) -> tuple[list[Action], list[WithheldAction]]:
+    """Actions whose every fact and word is in the claims they cite, the runbook steps of those
+    claims, or the words of operating a service (`lexicon.ACTION_WORDS`); the rest, withheld
+    (the reason counts what it adds rather than repeating it)."""
+    texts = {c.claim_id: c.text for c in allowed}
+    grounded: list[Action] = []
+    withheld: list[WithheldAction] = []
+    for index, text, ids in kept:
+        material = [*(texts[i] for i in ids if i in texts),
+                    *(s.text for s in steps if s.claim_id in ids)]
+        if grounding_problem(text, material, vocabulary=lexicon.ACTION_WORDS,
+                             action=True) is None:
+            grounded.append((index, text, ids))
+        else:
+            withheld.append(WithheldAction(
+                index=index, text=text,
+                reason="says what the claims it cites and their runbook steps do not"))
+    return grounded, withheld
+
+
 def _is_allowed(claim: VerifiedClaim, kind: Verification, verdict: Verdict) -> bool:
     if kind not in _ALLOWED or claim.status is ClaimStatus.HYPOTHESIS:
         return False
@@ -226,6 +250,9 @@ def _executor_hypotheses(
             continue
         if unsupported_facts(hypothesis.text, FactSet.from_texts(texts[i] for i in ids)):
             continue
+        if grounding_problem(hypothesis.text, [texts[i] for i in ids],
+                             vocabulary=lexicon.CLAIM_WORDS) is not None:
+            continue  # a word the claims it rests on never use: a new cause, entity or claim
         kept.append(AllowedHypothesis(text=hypothesis.text, claim_ids=list(ids)))
     return kept
 

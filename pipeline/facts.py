@@ -138,7 +138,7 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         r"(?=[v\d])(?:(?<![\w.])v?\d+\.\d+\.\d+(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?![\w.])"
         r"|(?<![\w.])v\d+(?:\.\d+)?(?![\w.]))")),
     (FactKind.ERROR_CODE, "", re.compile(
-        r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bE[A-Z]{4,}\b"
+        r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bE(?!RROR\b)[A-Z]{4,}\b"
         r"|\b[A-Z][A-Za-z]*(?:Error|Exception|BackOff|Killed|Timeout|Failure)\b"
         r"|\bOOM\b|\bSQLSTATE\s+[0-9A-Z]{5}\b")),
     (FactKind.ERROR_CODE, "http", re.compile(

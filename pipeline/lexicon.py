@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 FUNCTION_WORDS = frozenset("""
+evidence data information answer question diagnosis investigation possible direction directions
 a an the this that these those it its it's they them their there here which who whom whose what
 whatever where when whenever while whilst as of in on at to from by with for into onto over
 under between within during after afterwards before beforehand then than later earlier
@@ -97,8 +98,8 @@ PHRASES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\btim(?:ed|es|ing)\s+out\b", re.I), "timeout"),
     (re.compile(r"\bwent\s+up\b", re.I), "rose"),
     (re.compile(r"\bwent\s+down\b", re.I), "fell"),
-    (re.compile(r"\bshifted\s+up\b", re.I), "rose"),
-    (re.compile(r"\bshifted\s+down\b", re.I), "fell"),
+    (re.compile(r"\bshift(?:ed|ing|s)?\s+up(?:ward)?\b", re.I), "rose"),
+    (re.compile(r"\bshift(?:ed|ing|s)?\s+down(?:ward)?\b", re.I), "fell"),
 ]
 """Several words meaning one: rewritten to that one word before words are compared."""
 
@@ -178,6 +179,13 @@ DENIAL = re.compile(
     r"|\b(?:cannot|can\s*not|can't|could\s+not|couldn't)\s+(?:yet\s+)?(?:be\s+)?"
     r"(?:confirmed|determined|established|identified|confirm|determine|establish|identify)\b"
     r"|\bnot\s+(?:yet\s+)?(?:been\s+)?(?:confirmed|established|proven|determined)\b"
+    r"|\b(?:the\s+)?(?:root[\s-]*)?cause\s+(?:cannot|can\s*not|can't|could\s+not|couldn't"
+    r"|is\s+not|isn't|was\s+not|wasn't)\s+(?:yet\s+)?(?:be\s+|been\s+)?(?:confirmed|determined"
+    r"|established|identified|known|named)\b"
+    r"|\bnothing\s+(?:is|was)\s+(?:yet\s+)?(?:confirmed|known|established)\s+about\s+"
+    r"(?:a|the|any)\s+(?:root[\s-]*)?cause\b"
+    r"|\bnot\s+(?:a|the)\s+(?:yet\s+)?(?:confirmed|established|proven|known)\s+"
+    r"(?:root[\s-]*)?cause\b"
     r"|\bunconfirmed\b",
     re.IGNORECASE)
 """A denial of a cause or of certainty: "no root cause is confirmed". Always safe to say."""
@@ -244,4 +252,29 @@ made make used use problem problems issue issues symptom symptoms up
 """.split())
 """Words that describe evidence and its absence: an evidence gap may use them beside the
 words of the run's own material."""
+
+ACTION_WORDS: frozenset[str] = frozenset("""
+roll rolled rollback back revert reverting change changes changed watch monitor check checking
+inspect look review compare escalate escalating owners owner team teams limit impact shorter
+short timeouts timeout fewer retries retry circuit breaker until recovers recover recovery
+follow runbook runbooks step steps configuration feature flags flag data traffic upstream
+providers provider outside queried widen window traces trace users user report reports
+problems problem indicated action actions restore confirm verify query search contact notify
+alert alerts dashboard dashboards logs log metrics metric error errors rate latency version
+versions deploy deployment previous release still again whether
+""".split())
+"""Words an action may use beside those of the claims it cites and the runbook steps behind
+it: verbs of operating a service and the names of what an operator looks at."""
+
+CLAIM_WORDS: frozenset[str] = frozenset("""
+problem problems issue issues began begin begins beginning started start starts starting come
+comes came coming message messages name names named mention mentions mentioned changed change
+changes outside shortly soon something new window nothing these logs logged log lines line
+such found seen saw observed shows showed shown reported reports appear appears appeared
+service services errors error failures failure failing failed onset time same queried query
+best match matches matched symptom symptoms utc gmt where preceding window
+""".split())
+"""Words a claim or an Executor hypothesis may use beside those of its evidence: the
+narration of an incident ("the problems began", "new in this window"), never a cause, an
+entity or a measurement."""
 

@@ -323,10 +323,46 @@ def _check(field: ComposerField, index: int, statement: Statement, *,
             return done(None, f"cites material that a {verdict.value} answer cannot show")
         if field == "answer_summary" and section not in _SUMMARY_SECTIONS:
             return done(None, "a summary cannot state a possible direction")
-    problem = (_facts_problem(text, cited)
+    # A statement that draws a causal link or names a cause states only what the items that
+    # license it say (an allowed root cause under PASS, or material that draws the link
+    # itself): citing the root cause beside a red herring licenses no blame for the red herring.
+    grounds = _licensing(text, cited, verdict) or cited
+    problem = (_facts_problem(text, grounds)
                or _wording_problem(text, cited, section=section, verdict=verdict, field=field)
-               or _words_problem(_unworded(text), cited) or _polarity_problem(text, cited))
+               or _words_problem(_unworded(text), grounds, words_of_backing=False)
+               or _polarity_problem(text, cited))
     return done(section if problem is None else None, problem)
+
+
+def _licensing(text: str, cited: Sequence[_Item], verdict: Verdict) -> list[_Item]:
+    """The cited items that license the causal link or the named cause `text` states (empty
+    when it states none)."""
+    plain = lexicon.PURPOSE.sub(" ", lexicon.DENIAL.sub(" ", text))
+    if not (lexicon.CAUSAL.search(plain) or lexicon.CAUSE_NAMING.search(plain)):
+        return []
+    return [c for c in cited if (verdict is Verdict.PASS and c.root_cause)
+            or any(lexicon.CAUSAL.search(t) for t in _material([c]))]
+
+
+def grounding_problem(text: str, material: Sequence[str], *,
+                      vocabulary: frozenset[str] = frozenset(), action: bool = False
+                      ) -> str | None:
+    """Why `text` (an Executor hypothesis or action, a claim) says what `material` does not;
+    None when every fact and content word of it is in `material` (or, for words, in
+    `vocabulary`). Causal wording and hedges are allowed (a possible direction links what it
+    cites); exclusive causes and certainty are not, save an `action`'s imperative ("Confirm
+    the primary is unhealthy")."""
+    plain = lexicon.PURPOSE.sub(" ", lexicon.DENIAL.sub(" ", text))
+    wordings = [(lexicon.CAUSE_NAMING, "names a cause")]
+    if not action:
+        wordings.append((lexicon.CERTAINTY, "states something as settled"))
+    for pattern, what in wordings:
+        found = pattern.search(plain)
+        if found:
+            return f"{what} ({found.group(0)!r})"
+    items = [_Item("claim", t, Section.FINDING) for t in material]
+    return _facts_problem(text, items) or _words_problem(
+        _unworded(text), items, extra=frozenset(_norm(w) for w in vocabulary))
 
 
 _MARKUP = re.compile(r"^\s*(?:[-*•#>]|\d+[.)]\s)|\*\*|__|```|^\s*#|\[[^\]]*\]\(")
@@ -421,17 +457,22 @@ def _without_facts(text: str) -> str:
     return text
 
 
-def _words_problem(text: str, cited: Sequence[_Item]) -> str | None:
-    material = _material(cited)
-    vocab: set[str] = set()
+def _words_problem(text: str, cited: Sequence[_Item], *, words_of_backing: bool = True,
+                   extra: frozenset[str] = frozenset()) -> str | None:
+    """Every content word of `text` in what it cites (an action's words in the action itself
+    unless `words_of_backing`: "raise" is no restatement of "roll back" because its claim
+    "shifted up"); `extra`: normalized words allowed besides."""
+    material = _material(cited) if words_of_backing else [c.text for c in cited]
+    numbers = FactSet.from_texts(_material(cited))
+    vocab: set[str] = set(extra)
     joined = ""
     for part in material:
         words, sequence = _vocabulary(part)
         vocab |= words
         joined += sequence
-    numbers = FactSet.from_texts(material)
     absent: list[str] = []
-    for token in _WORD.findall(_rewrite(_without_facts(_unpossessed(text)))):
+    plain = _unpossessed(_PLURAL_NUMBER.sub("", text))
+    for token in _WORD.findall(_rewrite(_without_facts(plain))):
         if _covered(token, vocab, joined, numbers):
             continue
         absent.append(token)
@@ -440,8 +481,14 @@ def _words_problem(text: str, cited: Sequence[_Item]) -> str | None:
     return None
 
 
+_PLURAL_NUMBER = re.compile(r"(?<=\d)s\b")
+"""The s of "503s" or "1990s": the number is the fact, the s no word."""
+
+
 def _covered(token: str, vocab: set[str], joined: str, numbers: FactSet) -> bool:
     folded = token.casefold().replace("’", "'")
+    if folded in lexicon.FUNCTION_WORDS:  # "e.g" before it is split at its dot
+        return True
     parts = [p for p in re.split(r"[-_.]", folded) if p]
     if len(parts) > 1:
         sequence = " " + " ".join(_norm(p) for p in parts) + " "
@@ -504,7 +551,7 @@ def _wording_problem(text: str, cited: Sequence[_Item], *, section: Section, ver
 def _unworded(text: str) -> str:
     """`text` without its wording of causes, exclusivity, certainty and denial: the wording
     check has judged those; the word check reads the rest."""
-    for pattern in (lexicon.DENIAL, lexicon.PURPOSE, lexicon.CAUSAL, lexicon.EXCLUSIVE,
+    for pattern in (lexicon.DENIAL, lexicon.PURPOSE, lexicon.EXCLUSIVE, lexicon.CAUSAL,
                     lexicon.CERTAINTY):
         text = pattern.sub(" , ", text)
     return text

@@ -386,21 +386,27 @@ def test_claim_checks__hypothesis_status_claim_is_never_confirmed() -> None:
 def test_claim_checks__executor_hypotheses_and_actions_rest_on_allowed_claims() -> None:
     output = executor_output(
         errors_claim(), rate_claim(), root_claim(),
-        hypotheses=[{"text": "Errors track the 41.8% peak", "claim_ids": ["c2"]},
+        hypotheses=[{"text": "The http_5xx_rate of checkout-service may have risen to 41.8%",
+                     "claim_ids": ["c2"]},
                     {"text": "A noisy neighbour", "claim_ids": ["c3"]},
-                    {"text": "The 9000 evictions mattered", "claim_ids": ["c2"]}],
-        recommended_actions=[{"text": "Check the pool settings", "claim_ids": ["c1"]},
-                             {"text": "Page the DBA", "claim_ids": ["c3"]}],
+                    {"text": "The 9000 evictions mattered", "claim_ids": ["c2"]},
+                    {"text": "A memory leak probably drove the 41.8% peak",
+                     "claim_ids": ["c2"]}],
+        recommended_actions=[{"text": "Check the checkout-service errors", "claim_ids": ["c1"]},
+                             {"text": "Page the DBA", "claim_ids": ["c3"]},
+                             {"text": "Restart checkout-service to clear its memory leak",
+                              "claim_ids": ["c1"]}],
     )
     ci = build(Verdict.LOW_CONFID, {"c1": Verification.DIRECT_OBSERVATION,
                                     "c2": Verification.OVERSTATED,
                                     "c3": Verification.UNSUPPORTED},
                output=output)
     texts = [h.text for h in ci.allowed_hypotheses]
-    assert "Errors track the 41.8% peak" in texts
+    assert "The http_5xx_rate of checkout-service may have risen to 41.8%" in texts
     assert "A noisy neighbour" not in texts          # rests on a withheld claim
     assert "The 9000 evictions mattered" not in texts  # states a fact its claims do not
-    assert [a.text for a in ci.recommended_actions] == ["Check the pool settings"]
+    assert not [t for t in texts if "memory leak" in t]  # a cause its claims never name
+    assert [a.text for a in ci.recommended_actions] == ["Check the checkout-service errors"]
 
 
 # --- Requirement: gaps name what is missing; they never assert (issue 19) ----------------------
