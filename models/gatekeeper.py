@@ -108,3 +108,8 @@ class GatekeeperOutcome(Contract):
     result: GatekeeperResult = Field(description="The audit.")
     verified_output: VerifiedExecutorOutput = Field(description="Verified-only claims.")
     verified_evidence: list[VerifiedEvidence] = Field(description="Passed bindings.")
+    unsaid: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per verified claim id: the words it uses that no output of the tool calls "
+        "it binds to uses (nor the narration of an incident); absent when there are none. The "
+        "post-check makes such a claim contradicted, whatever the Verifier says.")

@@ -82,7 +82,11 @@ def build_composition(
                 claim_id=claim.claim_id, text=claim.text, kind=claim.kind,
                 critical=claim.critical, verification=kind,
             ))
-        elif verdict is not Verdict.REJECT and kind in (*_ALLOWED, Verification.OVERSTATED):
+        elif (verdict is not Verdict.REJECT and kind in (*_ALLOWED, Verification.OVERSTATED)
+              and not (kind is Verification.OVERSTATED
+                       and claim.kind is ClaimKind.NEGATIVE_OBSERVATION)):
+            # an overstated negative observation says more than its query looked at: it is no
+            # possible direction, and its wider words are not shown
             hypotheses.append(AllowedHypothesis(text=claim.text, claim_ids=[claim.claim_id]))
         else:
             withheld.append(claim.text)
@@ -251,7 +255,7 @@ def _executor_hypotheses(
         if unsupported_facts(hypothesis.text, FactSet.from_texts(texts[i] for i in ids)):
             continue
         if grounding_problem(hypothesis.text, [texts[i] for i in ids],
-                             vocabulary=lexicon.CLAIM_WORDS) is not None:
+                             vocabulary=lexicon.HYPOTHESIS_WORDS) is not None:
             continue  # a word the claims it rests on never use: a new cause, entity or claim
         kept.append(AllowedHypothesis(text=hypothesis.text, claim_ids=list(ids)))
     return kept

@@ -4,16 +4,17 @@ held to their citations by `pipeline.statements`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from models.executor import ClaimKind
-from models.gatekeeper import VerifiedEvidence
-from models.invocation import EvidenceStatus
+from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
+from models.invocation import EvidenceStatus, ToolInvocation
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline import lexicon
 from pipeline.facts import KEY_KINDS, Fact, FactMemo, FactSet, extract_facts
 from pipeline.gatekeeper import scope_text
+from pipeline.statements import grounding_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,37 @@ def unsupported_facts(text: str, facts: FactSet) -> list[Fact]:
     return [fact for fact in extract_facts(text) if not facts.supports(fact)]
 
 
-def post_check(output: VerifierOutput, verifier_input: VerifierInput) -> PostChecked:
+def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
+                 ) -> dict[str, str]:
+    """Per verified claim: the content words it uses that no whole output of the tool calls it
+    binds to uses, nor the narration of an incident (`lexicon.CLAIM_WORDS`); claims with none
+    are left out. An excerpt is short ("1432"), so the claim's words are looked for in the
+    whole stored projection ("checkout-service logged 1432 errors, returning HTTP 500" is
+    read against the log search); "a memory leak in the product cache" is in none of them."""
+    outputs = {i.tool_call_id: i for i in invocations}
+    texts: dict[str, str] = {}
+    unsaid: dict[str, str] = {}
+    for claim in outcome.verified_output.claims:
+        material: list[str] = []
+        for item in outcome.verified_evidence:
+            if item.claim_id != claim.claim_id:
+                continue
+            call = outputs.get(item.invocation_id)
+            if item.invocation_id not in texts:
+                projection = call.projection if call is not None else None
+                texts[item.invocation_id] = (
+                    projection.model_dump_json() if projection is not None else "")
+            material += [texts[item.invocation_id], item.matched_text, item.tool_name,
+                         *scope_text(item.scope)]
+        problem = grounding_problem(claim.text, material, vocabulary=lexicon.CLAIM_WORDS,
+                                    words_only=True)
+        if problem is not None:
+            unsaid[claim.claim_id] = problem
+    return unsaid
+
+
+def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
+               unsaid: Mapping[str, str] | None = None) -> PostChecked:
     """Hold the Verifier's claim checks to the verified evidence.
 
     Unknown claims are dropped, unchecked claims count as unsupported, evidence refs must name
@@ -79,7 +110,7 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput) -> PostChe
             downgrades.append(f"{claim.claim_id}: no check returned, counted as unsupported")
         evidence = evidence_by_claim[claim.claim_id]
         check, notes = _hold_to_evidence(check, claim.text, evidence, known_refs=known_refs,
-                                         memo=memo,
+                                         memo=memo, unsaid=(unsaid or {}).get(claim.claim_id),
                                          negative=claim.kind is ClaimKind.NEGATIVE_OBSERVATION)
         downgrades.extend(notes)
         checks.append(check)
@@ -101,6 +132,7 @@ def _known_refs(evidence: Sequence[VerifiedEvidence]) -> frozenset[str]:
 def _hold_to_evidence(
     check: ClaimCheck, text: str, evidence: list[VerifiedEvidence], *,
     known_refs: frozenset[str], memo: FactMemo, negative: bool = False,
+    unsaid: str | None = None,
 ) -> tuple[ClaimCheck, list[str]]:
     notes: list[str] = []
     refs = [ref for ref in check.evidence_refs if ref in known_refs]
@@ -135,6 +167,13 @@ def _hold_to_evidence(
         listed = ", ".join(f"{f.text} ({f.sort})" for f in fabricated)
         notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted "
                      f"(fabricated: absent from its verified evidence: {listed})")
+    elif verification is Verification.DIRECT_OBSERVATION and unsaid is not None:
+        # an observation is what its tool output says; an inference may word what no output
+        # does ("421 Try again later" is rate limiting): the Verifier judges that, and the
+        # verdict rules cap it
+        verification = Verification.CONTRADICTED
+        notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted "
+                     f"(fabricated: no output of its tool calls {unsaid.removeprefix('says ')})")
     elif verification in _JUDGED and verification is not Verification.OVERSTATED:
         missing = [f for f in facts if known is not None and not known.supports(f)]
         if known is None:

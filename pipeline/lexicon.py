@@ -69,6 +69,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "onset": ("begin", "began", "begun", "start", "started", "onset", "appear", "appeared",
               "emerge", "emerged", "first", "new", "commence", "commenced"),
     "error": ("error", "errors", "errored", "fail", "failed", "failing", "failure",
+              "reject", "rejects", "rejected", "rejecting", "refuse", "refused", "refuses",
               "failures", "fails"),
     "log": ("log", "logs", "logged", "logging", "line", "lines", "entry", "entries"),
     "deploy": ("deploy", "deployed", "deployment", "deployments", "rollout", "release",
@@ -267,14 +268,22 @@ versions deploy deployment previous release still again whether
 it: verbs of operating a service and the names of what an operator looks at."""
 
 CLAIM_WORDS: frozenset[str] = frozenset("""
-problem problems issue issues began begin begins beginning started start starts starting come
-comes came coming message messages name names named mention mentions mentioned changed change
-changes outside shortly soon something new window nothing these logs logged log lines line
-such found seen saw observed shows showed shown reported reports appear appears appeared
-service services errors error failures failure failing failed onset time same queried query
-best match matches matched symptom symptoms utc gmt where preceding window
+problem problems issue issues began begin begins beginning started start starts starting
+changed change changes new window nothing these logs logged log lines line such found seen
+observed shows showed shown reported reports appear appears appeared service services errors
+error failures failure failing failed onset time same best match matches matched symptom
+symptoms utc gmt where preceding latency rose rise risen rising increase increased increasing
+reached reach reaches peaked severe returning returned return returns http memory cpu use
+used usage exhausted retries retry active objects object any kubernetes k8s warning warnings
 """.split())
-"""Words a claim or an Executor hypothesis may use beside those of its evidence: the
-narration of an incident ("the problems began", "new in this window"), never a cause, an
-entity or a measurement."""
+"""Words a claim may use beside those of the whole outputs of the tool calls it binds to: the
+narration of an incident ("the problems began", "new in this window", "latency rose"), never
+a cause, a component or an event of its own."""
+
+HYPOTHESIS_WORDS: frozenset[str] = CLAIM_WORDS | frozenset("""
+come comes came coming message messages name names named mention mentions mentioned outside
+shortly soon something queried query data
+""".split())
+"""Words an Executor hypothesis may use beside those of the claims it rests on: it points at
+what the claims name, or at what the queries did not cover."""
 

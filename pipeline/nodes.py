@@ -28,7 +28,7 @@ from pipeline.composer_input import build_composition
 from pipeline.errors import BudgetExceededError, GuardRejectedError, RunFailure
 from pipeline.executor_output import parse_executor_output
 from pipeline.gatekeeper import gatekeep, schema_problems
-from pipeline.guards import post_check
+from pipeline.guards import post_check, unsaid_words
 from pipeline.routing import Route
 from pipeline.serialization import canonical_bytes, sha256_hex
 from pipeline.statements import assemble, audit, check_reply
@@ -67,7 +67,8 @@ def gatekeep_node(
     reject records its failure stage."""
     outcome = gatekeep(document, invocations)
     outcome = outcome.model_copy(update={
-        "verified_evidence": mark_untrusted(outcome.verified_evidence, invocations)})
+        "verified_evidence": mark_untrusted(outcome.verified_evidence, invocations),
+        "unsaid": unsaid_words(outcome, invocations)})
     update: dict[str, Any] = {
         "gatekeeper": outcome,
         "verdict_ceiling": outcome.result.severity.ceiling,
@@ -97,7 +98,7 @@ def verify_node(
         update = {**base, "verifier_status": VerifierStatus.FAILED, "failure_stage": "verify",
                   "budget_exceeded": isinstance(exc, BudgetExceededError)}
         return state.model_copy(update=update)
-    checked = post_check(output, verifier_input)
+    checked = post_check(output, verifier_input, unsaid=outcome.unsaid)
     assert state.verdict_ceiling is not None
     verdict = effective_verdict(
         output.verdict, claims=outcome.verified_output.claims, checks=checked.claim_checks,

@@ -345,13 +345,18 @@ def _licensing(text: str, cited: Sequence[_Item], verdict: Verdict) -> list[_Ite
 
 
 def grounding_problem(text: str, material: Sequence[str], *,
-                      vocabulary: frozenset[str] = frozenset(), action: bool = False
-                      ) -> str | None:
+                      vocabulary: frozenset[str] = frozenset(), action: bool = False,
+                      words_only: bool = False) -> str | None:
     """Why `text` (an Executor hypothesis or action, a claim) says what `material` does not;
     None when every fact and content word of it is in `material` (or, for words, in
     `vocabulary`). Causal wording and hedges are allowed (a possible direction links what it
     cites); exclusive causes and certainty are not, save an `action`'s imperative ("Confirm
-    the primary is unhealthy")."""
+    the primary is unhealthy"). `words_only`: the content words alone (a claim, whose facts
+    and wording the post-check and the verdict rules judge)."""
+    items = [_Item("claim", t, Section.FINDING) for t in material]
+    extra = frozenset(_norm(w) for w in vocabulary)
+    if words_only:
+        return _words_problem(_unworded(text), items, extra=extra)
     plain = lexicon.PURPOSE.sub(" ", lexicon.DENIAL.sub(" ", text))
     wordings = [(lexicon.CAUSE_NAMING, "names a cause")]
     if not action:
@@ -360,9 +365,7 @@ def grounding_problem(text: str, material: Sequence[str], *,
         found = pattern.search(plain)
         if found:
             return f"{what} ({found.group(0)!r})"
-    items = [_Item("claim", t, Section.FINDING) for t in material]
-    return _facts_problem(text, items) or _words_problem(
-        _unworded(text), items, extra=frozenset(_norm(w) for w in vocabulary))
+    return _facts_problem(text, items) or _words_problem(_unworded(text), items, extra=extra)
 
 
 _MARKUP = re.compile(r"^\s*(?:[-*•#>]|\d+[.)]\s)|\*\*|__|```|^\s*#|\[[^\]]*\]\(")

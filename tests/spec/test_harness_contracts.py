@@ -182,7 +182,8 @@ def test_status__an_overreaching_negative_observation_is_never_a_confirmed_findi
                  composer=scripted(repeat, repeat))
     checks = {c.claim_id: c.verification
               for c in result.result.self_evaluation.verifier_evaluation.claim_checks}
-    assert checks["c2"] is Verification.OVERSTATED
+    # overstated by its scope, or contradicted outright: "healthy" is in no output it binds to
+    assert checks["c2"] in (Verification.OVERSTATED, Verification.CONTRADICTED)
     answer = result.result.final_answer.user_facing_answer
     confirmed = answer.split("Possible directions")[0]
     assert "healthy" not in confirmed and "at all" not in confirmed
