@@ -291,3 +291,39 @@ def test_scope__the_post_check_overstates_what_the_model_calls_direct() -> None:
                          build_verifier_input(outcome, query=QUERY))
     assert checked.claim_checks[0].verification is Verification.OVERSTATED
     assert "wider than its evidence" in checked.downgrades[0]
+
+
+# --- an observation says only what its tool outputs say (issue 19) --------------------------
+
+def test_unsaid__a_claim_is_read_against_the_whole_outputs_it_binds_to() -> None:
+    from spec.helpers import (
+        binding,
+        claim,
+        errors_claim,
+        executor_output,
+        invocations,
+    )
+
+    from pipeline.gatekeeper import gatekeep
+    from pipeline.guards import unsaid_words
+
+    leak = claim("c2", "checkout-service leaked memory in its product cache",
+                 binding(path="$.total", matched_text="1432"))
+    outcome = gatekeep(executor_output(errors_claim(), leak), invocations())
+    unsaid = unsaid_words(outcome, invocations())
+    # "logged 1432 errors, returning HTTP 500" is read against the log search, not only "1432"
+    assert "c1" not in unsaid
+    assert "leaked" in unsaid["c2"] and "cache" in unsaid["c2"]
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (Verification.DIRECT_OBSERVATION, Verification.CONTRADICTED),
+    (Verification.REASONABLE_INFERENCE, Verification.REASONABLE_INFERENCE),
+])
+def test_unsaid__an_observation_with_unsaid_words_is_contradicted(
+        given: Verification, expected: Verification) -> None:
+    vi = verifier_input([("c1", "payment-db connection pool exhausted")],
+                        [("c1", "payment-db connection pool exhausted")])
+    checked = post_check(output(check("c1", given)), vi,
+                         unsaid={"c1": "says what it does not cite: 'leak'"})
+    assert checked.claim_checks[0].verification is expected
