@@ -48,6 +48,7 @@ from pipeline.runtime import Runtime
 from pipeline.scenarios import load_scenario
 from pipeline.verification import load_bundle, verify_bundle
 from tests.providers import claude_like
+from tests.providers.test_fake_runs import drive as drive_scenario
 
 JSON = dict[str, Any]
 Path_ = Literal["verify", "run"]
@@ -584,19 +585,8 @@ def cli_replay(entry: Entry, path: str, result: Mapping[str, Any]) -> Replay:
 
 
 def drive(runtime: Runtime, scenario: str) -> str:
-    """Run one scenario to its end in this thread, node by node: what the workers do for a
-    submitted run (coordinate, each requested tool call, the next node)."""
-    path = resolve_scenario(scenario, None)
-    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path,
-                            tenant_id=TENANT)
-    outcome = runtime.coordinate(run_id, 0)
-    for _ in range(64):
-        if outcome.kind != "committed" or outcome.next is None:
-            break
-        for tool_call_id in outcome.next.tool_call_ids:
-            runtime.run_tool_call(run_id, tool_call_id)
-        outcome = runtime.run_node(run_id, outcome.next.node, outcome.version)
-    return run_id
+    """Run one scenario to its end in this thread, node by node, as this corpus's tenant."""
+    return drive_scenario(runtime, scenario, tenant_id=TENANT)
 
 
 def composer_input_of(call: tuple[str, JSON]) -> ComposerInput:
