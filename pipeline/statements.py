@@ -240,12 +240,7 @@ def gap_problem(text: str, material: Sequence[str]) -> str | None:
     absent = [f.text for f in extract_facts(text, single_digits=True) if not known.supports(f)]
     if absent:
         return f"states what nothing in the run states: {_listed(absent)}"
-    vocab: set[str] = set(_GAP_VOCABULARY)
-    joined = ""
-    for part in material:
-        part_words, sequence = _vocabulary(part)
-        vocab |= part_words
-        joined += sequence
+    vocab, joined = _vocabulary_of(material, extra=_GAP_VOCABULARY)
     tokens = _WORD.findall(_rewrite(_without_facts(_unpossessed(
         lexicon.ABSENCE.sub(" , ", lexicon.EXCLUSIVE.sub(" , ", lexicon.PURPOSE.sub(
             " , ", text)))))))
@@ -438,6 +433,19 @@ def _vocabulary(text: str) -> tuple[frozenset[str], str]:
     return frozenset(words), " " + " ".join(words) + " "
 
 
+def _vocabulary_of(material: Iterable[str], *, extra: frozenset[str] = frozenset()
+                   ) -> tuple[set[str], str]:
+    """The normalized words of every text of `material` (and `extra`), and their sequences
+    joined (for compounds)."""
+    vocab: set[str] = set(extra)
+    joined = ""
+    for part in material:
+        words, sequence = _vocabulary(part)
+        vocab |= words
+        joined += sequence
+    return vocab, joined
+
+
 _POSSESSIVE = re.compile(r"['’]s\b")
 
 
@@ -467,12 +475,7 @@ def _words_problem(text: str, cited: Sequence[_Item], *, words_of_backing: bool 
     "shifted up"); `extra`: normalized words allowed besides."""
     material = _material(cited) if words_of_backing else [c.text for c in cited]
     numbers = FactSet.from_texts(_material(cited))
-    vocab: set[str] = set(extra)
-    joined = ""
-    for part in material:
-        words, sequence = _vocabulary(part)
-        vocab |= words
-        joined += sequence
+    vocab, joined = _vocabulary_of(material, extra=extra)
     absent: list[str] = []
     plain = _unpossessed(_PLURAL_NUMBER.sub("", text))
     for token in _WORD.findall(_rewrite(_without_facts(plain))):
