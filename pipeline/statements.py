@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -244,8 +244,8 @@ def gap_problem(text: str, material: Sequence[str]) -> str | None:
     tokens = _WORD.findall(_rewrite(_without_facts(_unpossessed(
         lexicon.ABSENCE.sub(" , ", lexicon.EXCLUSIVE.sub(" , ", lexicon.PURPOSE.sub(
             " , ", text)))))))
-    unknown = [w for w in tokens if not _covered(w, vocab, joined, known) and not all(
-        _covered(p, vocab, joined, known) for p in re.split(r"[-_.]", w) if p)]
+    unknown = [w for w in tokens if not _covered(w, vocab, joined, lambda: known) and not all(
+        _covered(p, vocab, joined, lambda: known) for p in re.split(r"[-_.]", w) if p)]
     if unknown:
         return f"says what nothing in the run says: {_listed(unknown)}"
     return None
@@ -474,7 +474,8 @@ def _words_problem(text: str, cited: Sequence[_Item], *, words_of_backing: bool 
     unless `words_of_backing`: "raise" is no restatement of "roll back" because its claim
     "shifted up"); `extra`: normalized words allowed besides."""
     material = _material(cited) if words_of_backing else [c.text for c in cited]
-    numbers = FactSet.from_texts(_material(cited))
+    texts = tuple(_material(cited))
+    numbers = functools.cache(lambda: FactSet.from_texts(texts))  # read for number words only
     vocab, joined = _vocabulary_of(material, extra=extra)
     absent: list[str] = []
     plain = _unpossessed(_PLURAL_NUMBER.sub("", text))
@@ -491,7 +492,7 @@ _PLURAL_NUMBER = re.compile(r"(?<=\d)s\b")
 """The s of "503s" or "1990s": the number is the fact, the s no word."""
 
 
-def _covered(token: str, vocab: set[str], joined: str, numbers: FactSet) -> bool:
+def _covered(token: str, vocab: set[str], joined: str, numbers: Callable[[], FactSet]) -> bool:
     folded = token.casefold().replace("’", "'")
     if folded in lexicon.FUNCTION_WORDS:  # "e.g" before it is split at its dot
         return True
@@ -503,7 +504,8 @@ def _covered(token: str, vocab: set[str], joined: str, numbers: FactSet) -> bool
         return True
     if folded in lexicon.NUMBER_WORDS:
         value = lexicon.NUMBER_WORDS[folded]
-        return any(numbers.supports(f) for f in extract_facts(f"{value:g}", single_digits=True))
+        return any(numbers().supports(f)
+                   for f in extract_facts(f"{value:g}", single_digits=True))
     return _norm(folded) in vocab
 
 
