@@ -20,7 +20,8 @@ Reported per path, and per category and path: entries; adversarial `blocked` (no
 entry's invented strings in the published summary, answer or actions) or faithful `accepted`
 (audit `accepted`, no fallback); their rates; fallbacks by type; for Verifier and Executor
 entries, how many ended with the outcome (status, verdict, fallback type) of the offline
-Verifier and Composer on the same evidence; every leak (the string and the published text
+Verifier and Composer on the same evidence (a Verifier entry's patch applied to the offline
+Verifier's answer too: the same judgement); every leak (the string and the published text
 around it) and every refused faithful reply (the check's reason). `statement_check` times
 `pipeline.statements.check_reply` on every Composer reply of the verify path in this process
 (per reply the median of `--repeat` calls with its caches warm, and the first call after

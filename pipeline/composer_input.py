@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,13 +59,17 @@ def build_composition(
     rationale: str,
     runbook_steps: Sequence[RunbookStep] = (),
     evidence: Sequence[str] = (),
+    unsaid: Collection[str] = (),
 ) -> Composition:
     """Only what the checks allow. REJECT keeps no hypotheses and no conclusions. No text that
     reads as instructions to an agent passes, whatever its checks; actions pass the action
     guard (`pipeline.actions`) against the allowed material and the steps of the runbooks the
     allowed claims cite. Evidence gaps pass the gap check (`statements.gap_problem`) against
     the query, the allowed material and `evidence` (the run's verified evidence texts and tool
-    names), or are shown as a fixed line that says only that something is missing. Every item
+    names), or are shown as a fixed line that says only that something is missing. A claim in
+    `unsaid` (worded beyond every output of its tool calls, `guards.unsaid_words`) is never a
+    hypothesis: its words are nobody's but the model's; a conclusion withheld so is named as
+    a gap in a fixed line. Every item
     left can be published as it stands (`statements.self_statements`): a claim, hypothesis or
     action whose own wording the statement check refuses under this verdict (a causal
     observation under REJECT, say) is withheld, with the actions that rest on it."""
@@ -73,6 +77,7 @@ def build_composition(
     allowed: list[AllowedClaim] = []
     hypotheses: list[AllowedHypothesis] = []
     withheld: list[str] = []
+    beyond = False
     for claim in claims:
         kind = verification.get(claim.claim_id, Verification.UNSUPPORTED)
         if instruction_like(claim.text):
@@ -83,6 +88,7 @@ def build_composition(
                 critical=claim.critical, verification=kind,
             ))
         elif (verdict is not Verdict.REJECT and kind in (*_ALLOWED, Verification.OVERSTATED)
+              and claim.claim_id not in unsaid
               and not (kind is Verification.OVERSTATED
                        and claim.kind is ClaimKind.NEGATIVE_OBSERVATION)):
             # an overstated negative observation says more than its query looked at: it is no
@@ -90,6 +96,8 @@ def build_composition(
             hypotheses.append(AllowedHypothesis(text=claim.text, claim_ids=[claim.claim_id]))
         else:
             withheld.append(claim.text)
+            if claim.claim_id in unsaid and claim.kind in _CONCLUSIONS:
+                beyond = True
     # claims that failed the Gatekeeper are withheld too: Executor text repeating them is not
     # screened by any check and must not reach the Composer through gaps, hypotheses or actions
     verified = {c.claim_id for c in claims}
@@ -113,7 +121,8 @@ def build_composition(
     gap_texts = _dedupe([_gap_text(g.description, material, leak, tool=g.suggested_tool,
                                    from_verifier=True) for g in gaps]
                         + [_gap_text(t, material, leak) for t in executor_output.missing_info
-                           if t.strip()])
+                           if t.strip()]
+                        + ([BEYOND_GAP] if beyond else []))
     action_ids = citable_ids("A", len(kept), taken=claim_ids)
     return _publishable(ComposerInput(
         original_query=query,
@@ -131,6 +140,8 @@ def build_composition(
 
 
 VERIFIER_GAP = "More evidence was asked for than this run gathered"
+BEYOND_GAP = ("A conclusion the investigation drew is not shown: no tool output it cites "
+              "states it.")
 EXECUTOR_GAP = ("The investigation reported missing information that is not shown: it did not "
                 "pass the evidence-gap check")
 

@@ -167,13 +167,16 @@ def _hold_to_evidence(
         listed = ", ".join(f"{f.text} ({f.sort})" for f in fabricated)
         notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted "
                      f"(fabricated: absent from its verified evidence: {listed})")
-    elif verification is Verification.DIRECT_OBSERVATION and unsaid is not None:
-        # an observation is what its tool output says; an inference may word what no output
-        # does ("421 Try again later" is rate limiting): the Verifier judges that, and the
-        # verdict rules cap it
-        verification = Verification.CONTRADICTED
-        notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted "
-                     f"(fabricated: no output of its tool calls {unsaid.removeprefix('says ')})")
+    elif unsaid is not None and verification in _ALLOWED:
+        # an observation is what its tool output says: fabricated otherwise. An inference
+        # worded beyond every output it binds to ("a memory leak in the product cache" from an
+        # OOMKilled event) may be right, but nothing Verity holds says so: not confirmed, and
+        # its words are not shown (`composer_input`)
+        direct = verification is Verification.DIRECT_OBSERVATION
+        verification = Verification.CONTRADICTED if direct else Verification.OVERSTATED
+        why = "fabricated" if direct else "worded beyond its tool outputs"
+        notes.append(f"{check.claim_id}: {check.verification.value} -> {verification.value} "
+                     f"({why}: no output of its tool calls {unsaid.removeprefix('says ')})")
     elif verification in _JUDGED and verification is not Verification.OVERSTATED:
         missing = [f for f in facts if known is not None and not known.supports(f)]
         if known is None:
@@ -242,6 +245,9 @@ _TERM = re.compile(r'(?:message|metric)\s+contains\s+"([^"]+)"', re.IGNORECASE)
 _JUDGED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE,
                      Verification.OVERSTATED})
 """Verifications that let a claim reach the Composer: each is held to its evidence."""
+
+_ALLOWED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE})
+"""Verifications that let a claim be stated as it is."""
 
 _WITHHELD = frozenset({Verification.UNSUPPORTED, Verification.CONTRADICTED,
                        Verification.EXTERNAL_UNKNOWN})

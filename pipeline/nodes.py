@@ -131,6 +131,7 @@ def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> Pi
         evidence=[*(e.matched_text for e in _gatekeeper(state).verified_evidence),
                   *sorted({e.tool_name for e in _gatekeeper(state).verified_evidence}
                           | {t.name for t in BUILTIN_TOOLS})],
+        unsaid=_gatekeeper(state).unsaid,
     )
     return state.model_copy(update={"composer_input": composition.composer_input,
                                     "withheld_actions": composition.withheld_actions})

@@ -38,12 +38,14 @@ from typing import Any, Literal
 
 from fake_anthropic import FakeAnthropic
 from models.composer import ComposerInput, ComposerReply
+from pipeline.agents.base import ModelReply
 from pipeline.agents.claude_executor import SUBMIT_EVIDENCE
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.config import VeritySettings
 from pipeline.errors import VerityError
 from pipeline.factory import build_runtime, claude_agents, resolve_scenario
+from pipeline.prompts import Prompt
 from pipeline.runtime import Runtime
 from pipeline.scenarios import load_scenario
 from pipeline.verification import load_bundle, verify_bundle
@@ -399,6 +401,19 @@ def _audit_of(self_evaluation: Mapping[str, Any] | None) -> JSON | None:
 # -- the replayer -----------------------------------------------------------------------------
 
 
+@dataclass
+class _PatchedVerifier:
+    """A Verifier whose every answer gets `patch` (`patch_verifier`)."""
+
+    verifier: OfflineVerifier
+    patch: Mapping[str, Any]
+    model: str = "offline-verifier"
+
+    def respond(self, prompt: Prompt, payload: bytes) -> ModelReply:
+        reply = self.verifier.respond(prompt, payload)
+        return ModelReply(text=json.dumps(patch_verifier(json.loads(reply.text), self.patch)))
+
+
 class Replayer:
     """One fake Messages API server, one store, and per scenario its like-Claude bundle:
     replays entries one at a time (the fake's responders are set per entry)."""
@@ -413,7 +428,7 @@ class Replayer:
             anthropic_api_key=KEY, anthropic_base_url=self.fake.base_url)
         self._runtime: Runtime | None = None
         self._bundles: dict[str, str] = {}
-        self._offline: dict[str, tuple[str, str | None, str | None]] = {}
+        self._offline: dict[tuple[str, str], tuple[str, str | None, str | None]] = {}
 
     def close(self) -> None:
         if self._runtime is not None:
@@ -458,15 +473,22 @@ class Replayer:
             self._bundles[scenario] = bundle.model_dump_json(indent=2)
         return self._bundles[scenario]
 
-    def offline_outcome(self, bundle_text: str) -> tuple[str, str | None, str | None]:
-        """The offline Verifier and Composer on a bundle (`verity verify` without a key)."""
-        if bundle_text not in self._offline:
-            result = verify_bundle(load_bundle(bundle_text), verifier=OfflineVerifier(),
+    def offline_outcome(self, bundle_text: str, verifier_patch: Mapping[str, Any] | None = None
+                        ) -> tuple[str, str | None, str | None]:
+        """The offline Verifier and Composer on a bundle (`verity verify` without a key). With
+        `verifier_patch` the offline Verifier's answer is patched as the entry patches the
+        like-Claude one: the same judgement, so what is compared is what the pipeline makes of
+        it, not two judges."""
+        key = (bundle_text, json.dumps(verifier_patch, sort_keys=True))
+        if key not in self._offline:
+            verifier = (OfflineVerifier() if verifier_patch is None
+                        else _PatchedVerifier(OfflineVerifier(), verifier_patch))
+            result = verify_bundle(load_bundle(bundle_text), verifier=verifier,
                                    composer=TemplateComposer()).result
-            self._offline[bundle_text] = (
+            self._offline[key] = (
                 result.status, result.verdict.value if result.verdict else None,
                 result.fallback_type.value if result.fallback_type else None)
-        return self._offline[bundle_text]
+        return self._offline[key]
 
     # -- one entry -----------------------------------------------------------------------------
 
@@ -491,7 +513,7 @@ class Replayer:
         result = run.result.model_dump(mode="json")
         replay = self._replay(entry, "verify", result, seconds, log)
         if entry.role != "composer":
-            replay.offline = self.offline_outcome(text)
+            replay.offline = self.offline_outcome(text, entry.patches().get("verifier"))
         return replay
 
     def replay_run(self, entry: Entry) -> Replay:
@@ -519,9 +541,10 @@ class Replayer:
                 own = self.runtime.store.to_bundle(run_id, tenant_id=TENANT).model_dump_json()
             except VerityError:  # no Executor output was stored: nothing to judge offline
                 return replay
-            replay.offline = self.offline_outcome(own)
+            replay.offline = self.offline_outcome(own, entry.patches().get("verifier"))
         else:
-            replay.offline = self.offline_outcome(self.bundle(entry.target))
+            replay.offline = self.offline_outcome(self.bundle(entry.target),
+                                                  entry.patches().get("verifier"))
         return replay
 
     @staticmethod

@@ -21,6 +21,7 @@ import pytest
 from models.bundle import RunBundle, RunResult
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
+from pipeline.composer_input import BEYOND_GAP
 from pipeline.rendering import NO_RELIABLE_CONCLUSION
 from pipeline.verdict import rule_verdict
 from pipeline.verification import VerifiedRun, load_bundle, verify_bundle
@@ -360,7 +361,12 @@ def test_samples__malformed_output_is_the_fence_and_prose() -> None:
     fenced = re.search(r"```json\n(.*)\n```", raw, re.DOTALL)
     assert fenced is not None and not raw.startswith("{")
     control = _verify(_with_output("malformed_executor_output.json", fenced.group(1))).result
-    assert (control.status, control.verdict) == ("SUCCESS", "PASS")
+    # parsed, the draft verifies; its root cause ("the mail provider is rate-limiting") is
+    # worded beyond every output it binds to, so it is neither confirmed nor shown
+    assert (control.status, control.verdict) == ("SUCCESS", "LOW_CONFID")
+    answer = control.final_answer.user_facing_answer
+    assert "421 4.7.0 Try again later" in answer
+    assert "rate-limiting" not in answer and BEYOND_GAP in answer
 
 
 def test_samples__no_evidence_claims_bind_to_the_scope() -> None:

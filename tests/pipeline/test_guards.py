@@ -318,9 +318,11 @@ def test_unsaid__a_claim_is_read_against_the_whole_outputs_it_binds_to() -> None
 
 @pytest.mark.parametrize(("given", "expected"), [
     (Verification.DIRECT_OBSERVATION, Verification.CONTRADICTED),
-    (Verification.REASONABLE_INFERENCE, Verification.REASONABLE_INFERENCE),
+    (Verification.REASONABLE_INFERENCE, Verification.OVERSTATED),
+    (Verification.OVERSTATED, Verification.OVERSTATED),
+    (Verification.UNSUPPORTED, Verification.UNSUPPORTED),
 ])
-def test_unsaid__an_observation_with_unsaid_words_is_contradicted(
+def test_unsaid__a_claim_with_unsaid_words_is_not_confirmed(
         given: Verification, expected: Verification) -> None:
     vi = verifier_input([("c1", "payment-db connection pool exhausted")],
                         [("c1", "payment-db connection pool exhausted")])

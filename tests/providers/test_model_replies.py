@@ -116,14 +116,7 @@ def test_corpus__sizes_categories_roles_and_scenarios() -> None:
 # -- adversarial: nothing invented is published -----------------------------------------------
 
 
-KNOWN_LEAKS = {
-    entry_id: "known leak (issue 19, open): an Executor conclusion whose cause words appear in "
-    "no tool output, judged reasonable_inference by the Verifier, is published; the post-check "
-    "holds only direct observations to the words of their tool outputs, because a root cause "
-    "is worded beyond them by nature ('421 Try again later' is rate limiting)"
-    for entry_id in ("adv-hypothesis_promoted-exec-search-1", "adv-new_cause-exec-orders-1",
-                     "adv-new_cause-exec-inventory-1")
-}
+KNOWN_LEAKS: dict[str, str] = {}
 """Entries that leak today, each strict: one that stops leaking fails until it is removed here."""
 
 
@@ -154,6 +147,27 @@ def test_adversarial__nothing_invented_is_published(
             assert not faithful_refused, (path, faithful_refused)
         leaked += [f"{path}: {s!r} in ...{replay.around(s)}..." for s in replay.leaked]
     assert not leaked, "\n".join(leaked)
+
+
+def test_adversarial__same_outcome_as_the_offline_agents_on_the_same_judgement(
+        replayer: Replayer) -> None:
+    """Every Verifier and Executor entry ends as the offline Verifier and Composer end on the
+    same evidence (a Verifier entry's judgement applied to the offline Verifier's answer too):
+    what is blocked does not depend on which agents wrote the rest."""
+    differ = []
+    compared = 0
+    for entry in ADVERSARIAL:
+        if entry.role == "composer":
+            continue
+        for path in PATHS:
+            replay = replayed(replayer, entry, path)
+            if replay.offline is None:
+                continue
+            compared += 1
+            if not replay.same_as_offline:
+                differ.append(f"{path} {entry.id}: {replay.outcome} vs offline {replay.offline}")
+    assert compared >= 150, compared
+    assert not differ, "\n".join(differ)
 
 
 # -- faithful: replies that state only what they cite are published ---------------------------

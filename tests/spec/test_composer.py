@@ -13,7 +13,7 @@ from models.evaluation import StageStatus
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.fallback import FallbackReason
 from models.verifier import Verification
-from pipeline.composer_input import build_composer_input, build_composition
+from pipeline.composer_input import BEYOND_GAP, build_composer_input, build_composition
 from pipeline.errors import ProviderRejectedError
 from pipeline.fallback import semantic_unavailable
 from pipeline.rendering import NO_RELIABLE_CONCLUSION, render
@@ -63,13 +63,14 @@ def build(
     output: dict[str, Any] | None = None,
     gaps: list[Any] | None = None,
     rationale: str = "Checked every claim.",
+    unsaid: tuple[str, ...] = (),
 ) -> ComposerInput:
     return build_composer_input(
         query=QUERY, verdict=verdict, claims=CLAIMS if claims is None else claims,
         checks=[check(cid, v) for cid, v in verifications.items()],
         gaps=gaps or [], executor_output=ExecutorEvidenceV2.model_validate(
             output or executor_output()),
-        rationale=rationale,
+        rationale=rationale, unsaid=unsaid,
     )
 
 
@@ -246,6 +247,27 @@ def test_claim_checks__overstated_claims_are_not_confirmed_findings(verdict: Ver
     directions = answer.split("Possible directions (not confirmed):")[1]
     assert RATE_TEXT in directions
     assert answer.count(RATE_TEXT) == 1
+
+
+@pytest.mark.parametrize("verdict", [Verdict.PASS, Verdict.LOW_CONFID])
+def test_claim_checks__an_overstated_claim_worded_beyond_its_outputs_is_no_direction(
+        verdict: Verdict) -> None:
+    """Overstated for words no output of its tool calls uses (`guards.unsaid_words`), a
+    claim is not offered as a possible direction: those words are the model's alone. A
+    conclusion withheld so is named as a gap, in a fixed line."""
+    checks = {"c1": Verification.DIRECT_OBSERVATION, "c2": Verification.OVERSTATED,
+              "c4": Verification.OVERSTATED}
+    ci = build(verdict, checks, claims=[CLAIMS[0], CLAIMS[1], CLAIMS[3]], unsaid=("c4",))
+    assert allowed_ids(ci) == ["c1"]
+    assert [h.claim_ids for h in ci.allowed_hypotheses] == [["c2"]]
+    assert BEYOND_GAP in [g.text for g in ci.missing_info]
+    answer = render(ci).user_facing_answer
+    assert ROOT_TEXT not in answer and RATE_TEXT in answer
+    # a finding worded beyond its outputs is withheld without the conclusion gap
+    finding_only = build(verdict, {"c1": Verification.DIRECT_OBSERVATION,
+                                   "c2": Verification.OVERSTATED}, unsaid=("c2",))
+    assert finding_only.allowed_hypotheses == []
+    assert BEYOND_GAP not in [g.text for g in finding_only.missing_info]
 
 
 @pytest.mark.parametrize(

@@ -168,6 +168,29 @@ def test_verifier_fact_check__a_fabrication_is_rejected_whatever_the_model_calls
     assert "ECONNREFUSED" not in shown and "pgbouncer" not in shown
 
 
+@pytest.mark.parametrize("called", ["reasonable_inference", "direct_observation"])
+def test_verifier_fact_check__a_conclusion_no_output_states_is_never_confirmed(
+        called: str) -> None:
+    """A root cause worded beyond every output it binds to ("a memory leak in the product
+    cache" read from pool errors) is a conclusion that does not exist in the verified
+    evidence: whatever the model calls it, it is not confirmed, the verdict is not PASS, and
+    no field of the answer repeats it, even when the Composer does."""
+    invented = claim("c5", "A memory leak in the product cache exhausted the payment-db "
+                     "connection pool",
+                     binding(matched_text="payment-db connection pool exhausted"),
+                     kind=ClaimKind.ROOT_CAUSE)
+    reply = verifier_reply("PASS", {"c1": "direct_observation", "c5": called})
+    repeat = composer_reply("A memory leak in the product cache exhausted the payment-db "
+                            "connection pool.", cites=("c5",))
+    result = run(executor_output(errors_claim(), invented), verifier=scripted(reply),
+                 composer=scripted(repeat, repeat))
+    checks_by_id = {c.claim_id: c.verification for c in evaluation_of(result).claim_checks}
+    assert checks_by_id["c5"] in (Verification.OVERSTATED, Verification.CONTRADICTED)
+    assert result.result.verdict is not Verdict.PASS
+    shown = answer_text(result).casefold()
+    assert "memory leak" not in shown and "product cache" not in shown
+
+
 def test_verifier_fact_check__verified_structured_claims_are_the_only_verification_target() -> None:
     verifier = scripted(verifier_reply("PASS", {
         "c1": "direct_observation", "c2": "direct_observation", "c9": "direct_observation",
