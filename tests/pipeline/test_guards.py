@@ -329,3 +329,48 @@ def test_unsaid__a_claim_with_unsaid_words_is_not_confirmed(
     checked = post_check(output(check("c1", given)), vi,
                          unsaid={"c1": "says what it does not cite: 'leak'"})
     assert checked.claim_checks[0].verification is expected
+
+
+_INVENTED = st.text(alphabet="bcdfghjklmnpqrstvwxz", min_size=5, max_size=9).map(
+    lambda consonants: consonants[:2] + "o" + consonants[2:] + "ism")
+"""A made-up word ("brotzism"): in no tool output, no narration word, no lexicon."""
+
+
+@settings(max_examples=60, deadline=None)
+@given(invented=_INVENTED, given_class=st.sampled_from(list(Verification)),
+       verdict=st.sampled_from([Verdict.PASS, Verdict.LOW_CONFID]),
+       kind=st.sampled_from([ClaimKind.ROOT_CAUSE, ClaimKind.CONTRIBUTING_FACTOR,
+                             ClaimKind.FINDING]))
+def test_unsaid__a_word_no_output_uses_reaches_no_allowed_claim_nor_direction(
+        invented: str, given_class: Verification, verdict: Verdict, kind: ClaimKind) -> None:
+    """Whatever the Verifier calls a claim with a word none of its outputs uses, under any
+    verdict the Composer may see, the word is in no claim and no possible direction it gets."""
+    from spec.helpers import binding, claim, errors_claim, executor_output, invocations
+
+    from models.executor import ExecutorEvidenceV2
+    from models.verifier import ClaimCheck
+    from pipeline.composer_input import build_composer_input
+    from pipeline.gatekeeper import gatekeep
+    from pipeline.guards import unsaid_words
+
+    document = executor_output(
+        errors_claim(),
+        claim("c2", f"{invented} exhausted the payment-db connection pool",
+              binding(matched_text="payment-db connection pool exhausted"), kind=kind))
+    outcome = gatekeep(document, invocations())
+    unsaid = unsaid_words(outcome, invocations())
+    assert invented in unsaid["c2"]
+    vi = build_verifier_input(outcome, query=QUERY)
+    checked = post_check(output(ClaimCheck(claim_id="c1",
+                                           verification=Verification.DIRECT_OBSERVATION),
+                                ClaimCheck(claim_id="c2", verification=given_class)),
+                         vi, unsaid=unsaid)
+    c2 = {c.claim_id: c.verification for c in checked.claim_checks}["c2"]
+    assert c2 not in (Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE)
+    ci = build_composer_input(
+        query=QUERY, verdict=verdict, claims=outcome.verified_output.claims,
+        checks=checked.claim_checks, gaps=[],
+        executor_output=ExecutorEvidenceV2.model_validate(document), rationale="r",
+        unsaid=unsaid)
+    texts = [c.text for c in ci.allowed_claims] + [h.text for h in ci.allowed_hypotheses]
+    assert texts and not any(invented in t for t in texts)
