@@ -23,7 +23,7 @@ entries, how many ended with the outcome (status, verdict, fallback type) of the
 Verifier and Composer on the same evidence (a Verifier entry's patch applied to the offline
 Verifier's answer too: the same judgement); every leak (the string and the published text
 around it) and every refused faithful reply (the check's reason). `statement_check` times
-`pipeline.statements.check_reply` on every Composer reply of the verify path in this process
+`pipeline.rules.statements.check_reply` on every Composer reply of the verify path in this process
 (per reply the median of `--repeat` calls with its caches warm, and the first call after
 clearing them): the check's cost per answer. `wall_time_per_entry` is the replay itself
 (bundle export excluded). Progress goes to stderr.
@@ -48,7 +48,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from models.composer import ComposerInput, ComposerReply  # noqa: E402
-from pipeline import statements  # noqa: E402
+from pipeline.rules import statements  # noqa: E402
 from tests.model_replies import (  # noqa: E402
     KINDS,
     PATHS,

@@ -11,7 +11,7 @@ corrupts about `--fail-ratio` of the bindings (fabricated invocation, tool-name 
 unresolvable path, absent matched text, in turn).
 
 Measures, on one pinned core when the platform allows it:
-- `gatekeeper`: `pipeline.gatekeeper.gatekeep(document, invocations)` on each scaled variant,
+- `gatekeeper`: `pipeline.rules.gatekeeper.gatekeep(document, invocations)` on each scaled variant,
   as bindings checked per second (median over `--repeat` repetitions), beside a trivial
   baseline over the same bindings (dict lookup + `in` substring check) run in the same process;
   `ratio_to_baseline` is comparable across machines.
@@ -42,9 +42,9 @@ from models.bundle import RunBundle  # noqa: E402
 from models.invocation import ToolInvocation  # noqa: E402
 from pipeline.agents.offline_verifier import OfflineVerifier  # noqa: E402
 from pipeline.agents.template_composer import TemplateComposer  # noqa: E402
-from pipeline.gatekeeper import gatekeep  # noqa: E402
-from pipeline.jsonpath import resolve  # noqa: E402
-from pipeline.text import normalize, value_text  # noqa: E402
+from pipeline.rules.gatekeeper import gatekeep  # noqa: E402
+from pipeline.rules.jsonpath import resolve  # noqa: E402
+from pipeline.rules.text import normalize, value_text  # noqa: E402
 from pipeline.verification import load_bundle, verify_bundle  # noqa: E402
 
 SAMPLES = ROOT / "samples" / "bundles"

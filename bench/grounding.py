@@ -50,10 +50,10 @@ from models.invocation import (  # noqa: E402
 )
 from models.verifier import ClaimCheck, Verification, VerifierInput, VerifierOutput  # noqa: E402
 from pipeline.agents import offline_verifier  # noqa: E402
-from pipeline.gatekeeper import gatekeep  # noqa: E402
-from pipeline.guards import post_check  # noqa: E402
-from pipeline.text import normalize  # noqa: E402
-from pipeline.verifier_input import build_verifier_input  # noqa: E402
+from pipeline.rules.gatekeeper import gatekeep  # noqa: E402
+from pipeline.rules.guards import post_check  # noqa: E402
+from pipeline.rules.text import normalize  # noqa: E402
+from pipeline.rules.verifier_input import build_verifier_input  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 LOGS = DATA / "loghub"

@@ -29,12 +29,12 @@ from models.invocation import LifecycleStatus, QueryScope, ToolInvocation
 from models.state import NextStep
 from pipeline.agents.base import ModelReply
 from pipeline.agents.protocols import Agents
-from pipeline.bodies.common import NodeContext, NodeInput, Step
 from pipeline.config import VeritySettings, resolve_database_url
-from pipeline.graph import GRAPH, Graph
 from pipeline.ids import mint_tool_call_id
 from pipeline.prompts import Prompt
-from pipeline.runtime import Runtime
+from pipeline.run.graph import GRAPH, Graph
+from pipeline.run.nodes.common import NodeContext, NodeInput, Step
+from pipeline.run.runtime import Runtime
 from pipeline.store import RunStore
 from pipeline.tools.registry import Tool, ToolRegistry
 from pipeline.tools.source import ArgsModel, ToolOutput

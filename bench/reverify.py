@@ -178,8 +178,8 @@ def _in_process(runtime: Any, templates: list[tuple[str, str]], *, seconds: floa
     and its result serialized as verify prints it (not written: no terminal in the figure).
     Warm (the facts of texts already read are kept across runs, as in a worker) and cold
     (that cache cleared before each run: the copies share every text, real runs fewer)."""
-    from pipeline import facts
     from pipeline.factory import offline_agents
+    from pipeline.rules import facts
     from pipeline.verification import load_bundle, verify_bundle
 
     texts = [runtime.store.to_bundle(run_id, tenant_id=TENANT).model_dump_json()

@@ -36,9 +36,9 @@ from pipeline.errors import (
     VerityError,
 )
 from pipeline.factory import build_runtime, resolve_scenario
-from pipeline.graph import WORKER_QUEUES
 from pipeline.ids import check_tenant_id
-from pipeline.lease import check_lease_settings
+from pipeline.run.graph import WORKER_QUEUES
+from pipeline.run.lease import check_lease_settings
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
 from pipeline.sources.registry import parse_time, sources
 from pipeline.store import RunStore

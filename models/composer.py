@@ -110,7 +110,7 @@ class Statement(Contract):
 class ComposerReply(Contract):
     """What the Composer model returns: each of the spec's three fields made of cited
     statements. The published answer (`ComposerOutput`) is assembled from the statements that
-    pass the statement check (`pipeline.statements`)."""
+    pass the statement check (`pipeline.rules.statements`)."""
 
     answer_summary: list[Statement] = Field(
         max_length=6, description="One or two statements that sum the answer up.")

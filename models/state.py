@@ -1,7 +1,7 @@
 """The state of one diagnosis pass as the nodes build it, node by node.
 
 Each node reads what it needs from here and adds its own output; the store persists it between
-nodes, and `pipeline/evaluation.py` maps the final state onto `self_evaluation`.
+nodes, and `pipeline/run/evaluation.py` maps the final state onto `self_evaluation`.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class VeritySettings(BaseSettings):
         default="",
         description="Fault injection for tests and drills, comma-separated: "
         "`delay:<node>=<seconds>` sleeps before a node body, `raise:<tool>` makes a tool fail, "
-        "`raise_node:<node>` makes a node's body fail (see pipeline/faults.py).",
+        "`raise_node:<node>` makes a node's body fail (see pipeline/run/faults.py).",
     )
 
     # -- durable runs ------------------------------------------------------------------------

@@ -102,7 +102,7 @@ class RateLimitedError(VerityError):
 
 class RunFailure(VerityError):
     """A run cannot continue normally; routing chooses a fallback by subtype (the retries of
-    `pipeline/attempts.py` choose by subtype too)."""
+    `pipeline/run/attempts.py` choose by subtype too)."""
 
 
 class ProviderUnavailableError(RunFailure):
@@ -139,7 +139,7 @@ class BudgetExceededError(RunFailure):
 class RunCancelledError(RunFailure):
     """The run was cancelled, ended or lost its node lease while this call was in flight.
 
-    Raised by a model call whose bound `CancelToken` (`pipeline.cancellation`) was set: the
+    Raised by a model call whose bound `CancelToken` (`pipeline.run.cancellation`) was set: the
     provider abandons the request and frees the calling thread within about a second, and the
     attempt is recorded with outcome `cancelled`. Never retried; the node's result is discarded.
     """

@@ -20,13 +20,13 @@ from pipeline.agents.knowledge import OfflineKnowledgeAnswerer, validate_knowled
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner, classify_intent
 from pipeline.agents.template_composer import TemplateComposer
-from pipeline.attempts import RetryPolicy
 from pipeline.config import VeritySettings, resolve_database_url
-from pipeline.faults import with_faults
-from pipeline.graph import GRAPH
 from pipeline.providers.messages import MessagesProvider
 from pipeline.providers.pricing import load_prices
-from pipeline.runtime import Agents, Runtime
+from pipeline.run.attempts import RetryPolicy
+from pipeline.run.faults import with_faults
+from pipeline.run.graph import GRAPH
+from pipeline.run.runtime import Agents, Runtime
 from pipeline.sources.registry import load_source, resolve_scenario
 from pipeline.store import RunStore
 from pipeline.tools.registry import default_registry

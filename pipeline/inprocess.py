@@ -1,6 +1,6 @@
 """The graph driven in this process, with the run held in memory: no broker, no database.
 
-`drive` steps a `MemoryRun` through `pipeline/graph.py` exactly as the Celery runtime steps a
+`drive` steps a `MemoryRun` through `pipeline/run/graph.py` exactly as the Celery runtime steps a
 stored run — the same bodies, the same routing, the same events — running each requested tool
 call inline. `verity verify` drives it from execute over a bundle's stored output
 (`pipeline/verification.py`); `run_in_process` drives a whole investigation over an incident
@@ -22,12 +22,12 @@ from models.invocation import ToolInvocation
 from models.run import DEFAULT_TENANT, LlmAttempt, RunHead
 from models.state import NextStep, PipelineState, RuntimeState
 from pipeline.agents.protocols import Agents, Planner
-from pipeline.bodies.common import Event, NodeContext, NodeInput
-from pipeline.bodies.execute import with_results
 from pipeline.config import VeritySettings
-from pipeline.evaluation import run_result
-from pipeline.graph import GRAPH, Graph, GraphError
-from pipeline.routing import Node
+from pipeline.rules.routing import Node
+from pipeline.run.evaluation import run_result
+from pipeline.run.graph import GRAPH, Graph, GraphError
+from pipeline.run.nodes.common import Event, NodeContext, NodeInput
+from pipeline.run.nodes.execute import with_results
 from pipeline.tools.registry import ToolRegistry, run_tool
 
 if TYPE_CHECKING:

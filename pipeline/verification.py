@@ -1,5 +1,5 @@
 """`verity verify`: parse → gatekeep → verify → compose (or the fallback) on a run bundle,
-through the run's graph (`pipeline/graph.py`)."""
+through the run's graph (`pipeline/run/graph.py`)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ from models.run import LlmAttempt
 from models.state import NextStep, PipelineState, RuntimeState
 from pipeline.agents.base import SingleTurnModel
 from pipeline.agents.protocols import Agents
-from pipeline.bodies.common import Event, NodeContext
 from pipeline.config import VeritySettings
 from pipeline.errors import BundleError
-from pipeline.evaluation import run_result
-from pipeline.graph import GRAPH, GraphError
 from pipeline.inprocess import MemoryRun, drive
-from pipeline.routing import Node
+from pipeline.rules.routing import Node
+from pipeline.run.evaluation import run_result
+from pipeline.run.graph import GRAPH, GraphError
+from pipeline.run.nodes.common import Event, NodeContext
 from pipeline.tools.registry import ToolRegistry
 
 

@@ -51,8 +51,8 @@ from pipeline.errors import (
 from pipeline.factory import load_source, resolve_scenario
 from pipeline.ids import check_batch_id, check_tenant_id
 from pipeline.reverify import build_report
-from pipeline.routing import Node
-from pipeline.runtime import Runtime
+from pipeline.rules.routing import Node
+from pipeline.run.runtime import Runtime
 from pipeline.sources.registry import sources
 
 from tasks.app import PUBLISH_ERRORS, app, broker_unavailable, ping_broker

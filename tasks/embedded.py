@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from celery.worker import WorkController
-from pipeline.graph import WORKER_QUEUES
-from pipeline.runtime import Runtime
+from pipeline.run.graph import WORKER_QUEUES
+from pipeline.run.runtime import Runtime
 
 from tasks.app import app
 from tasks.services import set_runtime

@@ -1,4 +1,4 @@
-"""One thin task per node, the tool task and the coordinator; all logic is in pipeline/runtime.
+"""One thin task per node, the tool task and the coordinator; all logic is in pipeline/run/runtime.
 
 Messages carry a run id and a version (and a tool_call_id for tools), never state. Task ids are
 deterministic (`<run>-<node>-<version>`), so a cancel can revoke what is queued. Node results
@@ -20,7 +20,7 @@ from celery.backends.redis import RedisBackend
 from models.state import NextStep
 from pipeline.config import VeritySettings
 from pipeline.errors import StoreUnavailableError
-from pipeline.runtime import NODE_NAMES, NodeOutcome
+from pipeline.run.runtime import NODE_NAMES, NodeOutcome
 
 from tasks.app import app
 from tasks.services import get_runtime

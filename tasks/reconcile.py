@@ -1,7 +1,7 @@
 """The reconciler's Celery wiring: the periodic sweep task (beat sends it every
 VERITY_RECONCILE_INTERVAL_S, see `celeryconfig.beat_schedule`) and the re-send that publishes a
 stored next step the way the runtime dispatches it. The sweep itself is
-`pipeline/reconciler.py`'s; `verity reconcile` runs the same `run_sweep` in a loop of its own.
+`pipeline/run/reconciler.py`'s; `verity reconcile` runs the same `run_sweep` in a loop of its own.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import celery.beat
 from models.state import NextStep
 from pipeline.config import VeritySettings
 from pipeline.errors import StoreUnavailableError
-from pipeline.reconciler import SweepReport, sweep
-from pipeline.runtime import NodeOutcome
+from pipeline.run.reconciler import SweepReport, sweep
+from pipeline.run.runtime import NodeOutcome
 from pipeline.store import RunStore
 
 from tasks.app import PUBLISH_ERRORS, app, broker_unavailable
@@ -65,7 +65,7 @@ def use_threaded_beat() -> None:
 
 @app.task(name="verity.reconcile.sweep", ignore_result=True)
 def reconcile_sweep() -> dict[str, Any]:
-    """Re-send stalled runs' next steps, end overdue runs FAILED (see pipeline/reconciler.py).
+    """Re-send stalled runs' next steps, end overdue runs FAILED (see pipeline/run/reconciler.py).
 
     Safe on several workers at once; a database that is down skips this sweep (the next beat
     sends another)."""

@@ -9,7 +9,7 @@ from typing import cast
 from pipeline.config import VeritySettings
 from pipeline.errors import ConfigurationError
 from pipeline.factory import build_runtime
-from pipeline.runtime import Runtime
+from pipeline.run.runtime import Runtime
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None

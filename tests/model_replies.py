@@ -46,7 +46,7 @@ from pipeline.config import VeritySettings
 from pipeline.errors import VerityError
 from pipeline.factory import build_runtime, claude_agents, resolve_scenario
 from pipeline.prompts import Prompt
-from pipeline.runtime import Runtime
+from pipeline.run.runtime import Runtime
 from pipeline.scenarios import load_scenario
 from pipeline.verification import load_bundle, verify_bundle
 from tests.providers import claude_like

@@ -21,9 +21,9 @@ import pytest
 from models.bundle import RunBundle, RunResult
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
-from pipeline.composer_input import BEYOND_GAP
-from pipeline.rendering import NO_RELIABLE_CONCLUSION
-from pipeline.verdict import rule_verdict
+from pipeline.rules.composer_input import BEYOND_GAP
+from pipeline.rules.rendering import NO_RELIABLE_CONCLUSION
+from pipeline.rules.verdict import rule_verdict
 from pipeline.verification import VerifiedRun, load_bundle, verify_bundle
 
 BUNDLES = Path(__file__).resolve().parents[1] / "samples" / "bundles"

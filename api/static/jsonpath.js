@@ -1,4 +1,4 @@
-// Singular JSONPath, as the Gatekeeper reads it (pipeline/jsonpath.py): `$`, then `.name`,
+// Singular JSONPath, as the Gatekeeper reads it (pipeline/rules/jsonpath.py): `$`, then `.name`,
 // `[index]` or `['name']` segments, each naming exactly one value.
 
 const NAME = /^[A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff-]*/;

@@ -2,7 +2,7 @@
 
 A model that sends network requests says so with `remote = True` (the Claude agents): its
 attempts are journaled as they happen when the `AttemptLog` has a journal
-(`pipeline.attempts`). Offline models and the doubles here are local unless told otherwise.
+(`pipeline.run.attempts`). Offline models and the doubles here are local unless told otherwise.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Structured output for every role: the request offers one answer tool whose `input_schema` is
 the pydantic contract's JSON Schema; the answer is that tool's `input`, parsed with
 `model_validate_json`. A reply without the tool, or one that fails validation, is invalid output
-and takes the technical retry (`pipeline.attempts`). The tool is forced with
+and takes the technical retry (`pipeline.run.attempts`). The tool is forced with
 `tool_choice: {"type": "tool"}` where the model accepts that (`forces_tool_choice`); the 5.x
 Claude models refuse a forced tool choice (400), so they get `tool_choice: auto` and an explicit
 instruction instead — the parse is the same either way.
@@ -33,11 +33,11 @@ from models.verifier import EvidenceGap, VerifierOutput
 from pipeline.agents.base import ModelReply
 from pipeline.agents.knowledge import validate_knowledge_answer
 from pipeline.agents.views import answer_schema, dumps, model_view
-from pipeline.attempts import AttemptLog, RetryPolicy, attempt_call
 from pipeline.errors import GuardRejectedError, ProviderOutputInvalidError
 from pipeline.prompts import Prompt, load_prompt
 from pipeline.providers.messages import JSON, MessagesProvider, MessagesRequest, MessagesResponse
 from pipeline.providers.pricing import DEFAULT_TABLE, PriceTable
+from pipeline.run.attempts import AttemptLog, RetryPolicy, attempt_call
 from pipeline.tools.registry import ToolRegistry
 
 T = TypeVar("T")

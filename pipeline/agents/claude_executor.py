@@ -70,10 +70,10 @@ from pipeline.agents.claude import (
     thinks_by_default,
 )
 from pipeline.agents.views import dumps
-from pipeline.attempts import AttemptLog, attempt_call
 from pipeline.ids import mint_tool_call_id
 from pipeline.prompts import Prompt, load_prompt
 from pipeline.providers.messages import JSON, MessagesRequest, MessagesResponse
+from pipeline.run.attempts import AttemptLog, attempt_call
 from pipeline.tools.registry import ToolRegistry
 
 SUBMIT_EVIDENCE = "submit_evidence"

@@ -34,12 +34,13 @@ from models.executor import (
     Hypothesis,
     RecommendedAction,
 )
-from pipeline.facts import FactMemo, FactSet
-from pipeline.gatekeeper import scope_text
-from pipeline.guards import unsupported_facts
 from pipeline.ids import mint_tool_call_id
-from pipeline.jsonpath import PathError, resolve
-from pipeline.text import normalize, value_text
+from pipeline.rules.facts import FactMemo, FactSet
+from pipeline.rules.gatekeeper import scope_text
+from pipeline.rules.guards import unsupported_facts
+from pipeline.rules.jsonpath import PathError, resolve
+from pipeline.rules.text import normalize, value_text
+from pipeline.rules.untrusted import instruction_like
 from pipeline.tools.analysis import DEPENDENCY_SLACK, ONSET_SLACK, Findings
 from pipeline.tools.builtin import (
     GET_EVENTS,
@@ -53,7 +54,6 @@ from pipeline.tools.formatting import format_value, plural
 from pipeline.tools.records import iso
 from pipeline.tools.registry import ToolRegistry
 from pipeline.tools.views import CallView, Element, LogPattern, MetricView, metric_series
-from pipeline.untrusted import instruction_like
 
 MAX_TURNS = 3
 MAX_DEPENDENCIES = 2

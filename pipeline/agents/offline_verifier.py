@@ -30,10 +30,10 @@ from models.executor import ClaimKind, ClaimStatus
 from models.gatekeeper import VerifiedClaim, VerifiedEvidence
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.agents.base import ModelReply
-from pipeline.facts import KEY_KINDS, Fact, FactKind, FactMemo, extract_facts
-from pipeline.guards import evidence_facts, scope_problem
 from pipeline.prompts import Prompt
-from pipeline.verdict import rule_verdict
+from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, extract_facts
+from pipeline.rules.guards import evidence_facts, scope_problem
+from pipeline.rules.verdict import rule_verdict
 
 MODEL_NAME = "offline-lexical-verifier-1"
 _CONCLUSION_KINDS = frozenset(

@@ -17,7 +17,7 @@ from models.common import Intent
 from models.invocation import ToolInvocation
 from models.verifier import EvidenceGap
 from pipeline.agents.base import SingleTurnModel
-from pipeline.attempts import AttemptLog
+from pipeline.run.attempts import AttemptLog
 from pipeline.tools.registry import ToolRegistry
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from models.composer import ComposerInput
 from pipeline.agents.base import ModelReply
 from pipeline.prompts import Prompt
-from pipeline.statements import self_statements
+from pipeline.rules.statements import self_statements
 
 MODEL_NAME = "offline-template-composer-1"
 

@@ -1,7 +1,7 @@
 """The Anthropic Messages API through the official SDK: the only module that imports `anthropic`.
 
 The SDK runs with `max_retries=0` and explicit timeouts: the runtime owns every retry
-(`pipeline.attempts`). This module maps the SDK's errors onto Verity's tree, by type:
+(`pipeline.run.attempts`). This module maps the SDK's errors onto Verity's tree, by type:
 
 | SDK error                                          | Verity error                          |
 |----------------------------------------------------|---------------------------------------|
@@ -21,7 +21,7 @@ as above; an `errored` result's error object maps by its type as its status woul
 (rate_limit_error as 429, overloaded_error as 529, invalid_request_error as 400 ...); a
 succeeded result becomes a `MessagesResponse` with `batch_id` and `usage.batched` set.
 
-Cancellation. Without a `CancelToken` bound to the calling context (`pipeline.cancellation`) a
+Cancellation. Without a `CancelToken` bound to the calling context (`pipeline.run.cancellation`) a
 request is sent from the calling thread on one shared client, as always. With one, the request
 runs on a helper thread, on a *lane*: an SDK client of its own with a single connection, taken
 from a pool of idle lanes. The calling thread waits for the reply or the token, whichever comes
@@ -48,7 +48,6 @@ from typing import Any, TypeVar
 import anthropic
 import httpx2
 
-from pipeline.cancellation import CancelToken, current_token
 from pipeline.errors import (
     ConfigurationError,
     ProviderOutputInvalidError,
@@ -59,6 +58,7 @@ from pipeline.errors import (
 )
 from pipeline.providers.batches import BATCH_COUNTS, BatchItem, BatchResult, BatchStatus
 from pipeline.providers.messages import MessagesRequest, MessagesResponse, Usage
+from pipeline.run.cancellation import CancelToken, current_token
 
 ROLE_HEADER = "x-verity-role"
 _T = TypeVar("_T")

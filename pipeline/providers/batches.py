@@ -23,7 +23,7 @@ creates it, polls it and hands each caller its own result, matched by `custom_id
 | its CancelToken set             | RunCancelledError at once; a batch nobody waits for is     |
 |                                 | cancelled, a request not yet sent never is                 |
 
-So the runtime's retry and fallback rules (`pipeline.attempts`) apply as to a direct call: a
+So the runtime's retry and fallback rules (`pipeline.run.attempts`) apply as to a direct call: a
 retried `send` joins a later batch. With `fallback_to_messages=True` an expired or canceled
 request, or one errored with a transient error, is sent once more as a normal Messages call
 (`transport.send`, from the caller's thread, so its CancelToken still reaches it). Transient
@@ -46,7 +46,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from pipeline.cancellation import current_token
 from pipeline.errors import (
     ConfigurationError,
     ProviderOutputInvalidError,
@@ -55,6 +54,7 @@ from pipeline.errors import (
     VerityError,
 )
 from pipeline.providers.messages import MessagesRequest, MessagesResponse
+from pipeline.run.cancellation import current_token
 
 __all__ = [
     "BATCH_COUNTS",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pipeline.cancellation import raise_if_cancelled
+from pipeline.run.cancellation import raise_if_cancelled
 from pipeline.serialization import sha256_hex
 
 JSON = dict[str, Any]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 
-from pipeline.facts import FactKind, extract_facts
+from pipeline.rules.facts import FactKind, extract_facts
 from pipeline.tools.builtin import (
     GET_EVENTS,
     LIST_ALERTS,

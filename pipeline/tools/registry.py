@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from models.agent import ToolCallRequest, ToolSpec
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from pipeline.errors import VerityError
-from pipeline.projection import bound_projection
+from pipeline.rules.projection import bound_projection
 from pipeline.tools.source import ToolOutput
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from functools import cached_property
 from typing import Any
 
 from models.invocation import EvidenceStatus, LifecycleStatus, QueryScope, ToolInvocation
+from pipeline.rules.untrusted import instruction_like
 from pipeline.tools.records import LEVEL_RANK
-from pipeline.untrusted import instruction_like
 
 
 def parse_time(text: object) -> datetime | None:

@@ -19,9 +19,9 @@ from pipeline.agents.claude_executor import (
     conversation,
 )
 from pipeline.agents.views import answer_schema
-from pipeline.executor_output import parse_executor_output
 from pipeline.prompts import load_prompt
 from pipeline.providers.messages import MessagesResponse, ScriptedProvider
+from pipeline.rules.executor_output import parse_executor_output
 from pipeline.tools import default_registry
 from tests.providers.helpers import FORCING_MODEL, MODEL, USAGE, log, text_reply
 from tests.spec.helpers import QUERY, gap, good_output, logs_invocation

@@ -16,7 +16,6 @@ import pytest
 from models.composer import ComposerReply
 from models.verifier import VerifierOutput
 from pipeline.agents.claude import ClaudeComposer, ClaudeVerifier
-from pipeline.attempts import IMMEDIATE, AttemptLog, RetryPolicy, call_with_retry
 from pipeline.errors import (
     AttemptsExhaustedError,
     BudgetExceededError,
@@ -26,6 +25,7 @@ from pipeline.errors import (
     ProviderUnavailableError,
 )
 from pipeline.providers.messages import ScriptedProvider, Usage
+from pipeline.run.attempts import IMMEDIATE, AttemptLog, RetryPolicy, call_with_retry
 from pipeline.serialization import sha256_hex
 from tests.providers.helpers import MODEL, USAGE, USAGE_COST, Sleeps, log, text_reply, tool_reply
 from tests.spec.helpers import composer_reply, verifier_reply

@@ -29,8 +29,8 @@ from pipeline.agents.investigator import (
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner
 from pipeline.agents.template_composer import TemplateComposer
-from pipeline.gatekeeper import gatekeep
 from pipeline.inprocess import run_in_process
+from pipeline.rules.gatekeeper import gatekeep
 from pipeline.scenarios import Scenario, load_scenario, scenario_path
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry, run_tool

@@ -12,7 +12,7 @@ from models.gatekeeper import Severity
 from models.verifier import EvidenceGap
 from pipeline.agents.investigator import OfflineExecutor, investigate
 from pipeline.agents.planner import OfflinePlanner
-from pipeline.gatekeeper import gatekeep
+from pipeline.rules.gatekeeper import gatekeep
 from pipeline.scenarios import Scenario, load_scenario, scenario_path
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry, run_tool

@@ -25,9 +25,9 @@ from models.invocation import EvidenceStatus, QueryScope, TimeWindow
 from models.verifier import Verification, VerifierOutput
 from pipeline.agents.offline_verifier import mechanism_link, verify
 from pipeline.agents.planner import OfflinePlanner
-from pipeline.routing import valid_critical_gaps
+from pipeline.rules.routing import valid_critical_gaps
+from pipeline.rules.verifier_input import build_verifier_input
 from pipeline.tools import default_registry
-from pipeline.verifier_input import build_verifier_input
 
 QUERY = "Why is catalog-service returning 503s?"
 WINDOW = TimeWindow(start="2026-12-09T09:00:00Z", end="2026-12-09T11:00:00Z")

@@ -15,11 +15,11 @@ from models.composer import ComposerOutput
 from models.executor import ExecutorEvidenceV2
 from models.verifier import VerifierOutput
 from pipeline.agents.views import answer_schema, model_view, verifier_input_from_view
-from pipeline.executor_output import parse_executor_output
-from pipeline.gatekeeper import gatekeep
+from pipeline.rules.executor_output import parse_executor_output
+from pipeline.rules.gatekeeper import gatekeep
+from pipeline.rules.verifier_input import build_verifier_input
 from pipeline.serialization import canonical_bytes
 from pipeline.sources.scenario import ScenarioSource
-from pipeline.verifier_input import build_verifier_input
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "samples" / "bundles").glob("*.json"))
 

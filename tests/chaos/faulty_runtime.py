@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime
-from pipeline.runtime import Runtime
+from pipeline.run.runtime import Runtime
 
 ROLES = ("planner", "executor", "verifier", "composer")
 

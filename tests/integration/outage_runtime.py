@@ -14,7 +14,7 @@ import time
 from pipeline.config import VeritySettings
 from pipeline.errors import StoreUnavailableError
 from pipeline.factory import build_runtime
-from pipeline.runtime import NodeOutcome, Runtime
+from pipeline.run.runtime import NodeOutcome, Runtime
 
 
 def build(settings: VeritySettings) -> Runtime:

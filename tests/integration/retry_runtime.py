@@ -13,7 +13,7 @@ from pipeline.agents.offline_verifier import verify
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime
 from pipeline.prompts import Prompt
-from pipeline.runtime import Runtime
+from pipeline.run.runtime import Runtime
 
 
 class GapAskingVerifier:

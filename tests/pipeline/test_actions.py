@@ -7,7 +7,7 @@ from spec.helpers import evidence
 
 from models.composer import RunbookStep
 from models.invocation import LifecycleStatus, Projection, QueryScope, ToolInvocation
-from pipeline.actions import changes, runbook_steps, screen_actions
+from pipeline.rules.actions import changes, runbook_steps, screen_actions
 
 MATERIAL = [
     "Why is checkout-service returning 500s?",

@@ -14,8 +14,6 @@ from models.common import Intent
 from models.verifier import VerifierOutput
 from pipeline.agents.base import ModelReply, ScriptedModel
 from pipeline.agents.claude import ClaudeVerifier
-from pipeline.attempts import AttemptLog, RetryPolicy, attempt_call, call_with_retry
-from pipeline.cancellation import CancelToken, bind
 from pipeline.errors import (
     BudgetExceededError,
     ProviderUnavailableError,
@@ -23,6 +21,8 @@ from pipeline.errors import (
 )
 from pipeline.prompts import load_prompt
 from pipeline.providers.messages import ScriptedProvider
+from pipeline.run.attempts import AttemptLog, RetryPolicy, attempt_call, call_with_retry
+from pipeline.run.cancellation import CancelToken, bind
 from pipeline.store import RunStore
 from tests.providers.helpers import MODEL, USAGE, Sleeps, tool_reply
 from tests.spec.helpers import verifier_reply

@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.cancellation import CancelToken, bind, current_token, raise_if_cancelled
 from pipeline.errors import RunCancelledError, RunFailure
+from pipeline.run.cancellation import CancelToken, bind, current_token, raise_if_cancelled
 
 
 def test_token__first_reason_wins_and_it_stays_set() -> None:

@@ -12,11 +12,11 @@ from models.common import RunStatus, Verdict
 from models.verifier import EvidenceGap, VerifierInput
 from pipeline.agents.base import ModelReply
 from pipeline.agents.offline_verifier import verify
-from pipeline.evidence_retry import carry, supplement
 from pipeline.factory import offline_agents
-from pipeline.gatekeeper import gatekeep
 from pipeline.inprocess import investigate, result
 from pipeline.prompts import Prompt
+from pipeline.rules.evidence_retry import carry, supplement
+from pipeline.rules.gatekeeper import gatekeep
 from pipeline.scenarios import default_scenarios_dir, load_scenario
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry

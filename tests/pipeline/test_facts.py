@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.facts import IDENTIFYING_KINDS, FactKind, FactSet, extract_facts
+from pipeline.rules.facts import IDENTIFYING_KINDS, FactKind, FactSet, extract_facts
 
 T, V, E, Q, ID, S = (FactKind.TIMESTAMP, FactKind.VERSION, FactKind.ERROR_CODE,
                     FactKind.QUANTITY, FactKind.IDENTIFIER, FactKind.SERVICE)

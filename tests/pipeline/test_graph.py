@@ -13,9 +13,9 @@ import pytest
 from models.common import RunStatus
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime, offline_agents, resolve_scenario
-from pipeline.graph import GRAPH, QUEUES, GraphError
 from pipeline.inprocess import MemoryRun, drive, run_in_process
-from pipeline.runtime import Runtime
+from pipeline.run.graph import GRAPH, QUEUES, GraphError
+from pipeline.run.runtime import Runtime
 from pipeline.scenarios import load_scenario
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry

@@ -38,10 +38,10 @@ from models.gatekeeper import (
 )
 from models.invocation import EvidenceStatus
 from models.verifier import Verification, VerifierInput, VerifierOutput
-from pipeline.facts import FactSet
-from pipeline.guards import post_check, scope_problem, unsupported_facts
-from pipeline.rendering import render
-from pipeline.verifier_input import build_verifier_input
+from pipeline.rules.facts import FactSet
+from pipeline.rules.guards import post_check, scope_problem, unsupported_facts
+from pipeline.rules.rendering import render
+from pipeline.rules.verifier_input import build_verifier_input
 
 POOL_CLAIM = "payment-db connection pool exhausted (max 20)"
 
@@ -304,8 +304,8 @@ def test_unsaid__a_claim_is_read_against_the_whole_outputs_it_binds_to() -> None
         invocations,
     )
 
-    from pipeline.gatekeeper import gatekeep
-    from pipeline.guards import unsaid_words
+    from pipeline.rules.gatekeeper import gatekeep
+    from pipeline.rules.guards import unsaid_words
 
     leak = claim("c2", "checkout-service leaked memory in its product cache",
                  binding(path="$.total", matched_text="1432"))
@@ -349,9 +349,9 @@ def test_unsaid__a_word_no_output_uses_reaches_no_allowed_claim_nor_direction(
 
     from models.executor import ExecutorEvidenceV2
     from models.verifier import ClaimCheck
-    from pipeline.composer_input import build_composer_input
-    from pipeline.gatekeeper import gatekeep
-    from pipeline.guards import unsaid_words
+    from pipeline.rules.composer_input import build_composer_input
+    from pipeline.rules.gatekeeper import gatekeep
+    from pipeline.rules.guards import unsaid_words
 
     document = executor_output(
         errors_claim(),

@@ -15,7 +15,7 @@ from models.gatekeeper import VerifiedClaim
 from pipeline.agents.offline_verifier import _gap
 from pipeline.config import VeritySettings
 from pipeline.errors import BundleError
-from pipeline.facts import Fact, FactKind
+from pipeline.rules.facts import Fact, FactKind
 from pipeline.verification import load_bundle
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "bundles"
@@ -152,8 +152,8 @@ def test_an_index_beyond_2_53_fails_the_binding_under_evidence_path() -> None:
 
 def test_a_tool_result_nested_past_the_depth_limit_is_cut_and_marked() -> None:
     from models.invocation import QueryScope
-    from pipeline.jsonpath import resolve
-    from pipeline.projection import bound_projection
+    from pipeline.rules.jsonpath import resolve
+    from pipeline.rules.projection import bound_projection
 
     projection = bound_projection({"deep": _nest(900)}, scope=QueryScope(service="s"),
                                   max_items=50, max_bytes=1_000_000)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.jsonpath import PathError, parse_path, resolve
+from pipeline.rules.jsonpath import PathError, parse_path, resolve
 
 DOC: dict[str, Any] = {
     "hits": [{"message": "pool exhausted", "level": "ERROR"}, {"message": "timeout"}],

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.jsonpath import PathError, parse_path, resolve
+from pipeline.rules.jsonpath import PathError, parse_path, resolve
 
 _CTS = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "jsonpath_cts_singular.json")

@@ -18,7 +18,6 @@ from models.fallback import FallbackReason
 from models.invocation import ToolInvocation
 from pipeline.agents.base import ScriptedModel
 from pipeline.agents.knowledge import validate_knowledge_answer
-from pipeline.attempts import AttemptLog, attempt_call
 from pipeline.errors import (
     BudgetExceededError,
     GuardRejectedError,
@@ -27,9 +26,10 @@ from pipeline.errors import (
     RunFailure,
 )
 from pipeline.factory import offline_agents, resolve_scenario
-from pipeline.fallback import knowledge_fallback
 from pipeline.inprocess import MemoryRun, investigate, result
 from pipeline.prompts import load_prompt
+from pipeline.rules.fallback import knowledge_fallback
+from pipeline.run.attempts import AttemptLog, attempt_call
 from pipeline.scenarios import load_scenario
 from pipeline.serialization import sha256_hex
 from pipeline.sources.scenario import ScenarioSource

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipeline.cancellation import current_token
 from pipeline.errors import ConfigurationError, StoreUnavailableError
-from pipeline.lease import LOST, UNRENEWED, LeaseKeeper, check_lease_settings, owner_id
+from pipeline.run.cancellation import current_token
+from pipeline.run.lease import LOST, UNRENEWED, LeaseKeeper, check_lease_settings, owner_id
 from pipeline.store import LeaseOutcome, LeaseState
 
 

@@ -19,8 +19,8 @@ from models.invocation import EvidenceStatus
 from models.verifier import Verification, VerifierOutput
 from pipeline.agents.offline_verifier import MODEL_NAME, OfflineVerifier, classify, verify
 from pipeline.prompts import load_prompt
+from pipeline.rules.verifier_input import build_verifier_input
 from pipeline.serialization import canonical_bytes
-from pipeline.verifier_input import build_verifier_input
 
 EVIDENCE = [
     evidence("c1", LOG_500, evidence_id="E1"),

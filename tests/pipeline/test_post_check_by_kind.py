@@ -23,12 +23,12 @@ from models.gatekeeper import (
 from models.verifier import ClaimCheck, Verification, VerifierInput, VerifierOutput
 from pipeline.agents.base import ModelReply
 from pipeline.agents.template_composer import TemplateComposer
-from pipeline.composer_input import build_composer_input
-from pipeline.facts import FactSet, extract_facts
-from pipeline.guards import post_check
 from pipeline.prompts import Prompt
+from pipeline.rules.composer_input import build_composer_input
+from pipeline.rules.facts import FactSet, extract_facts
+from pipeline.rules.guards import post_check
+from pipeline.rules.verifier_input import build_verifier_input
 from pipeline.verification import load_bundle, verify_bundle
-from pipeline.verifier_input import build_verifier_input
 
 BUNDLES = Path(__file__).resolve().parents[2] / "samples" / "bundles"
 

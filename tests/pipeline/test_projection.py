@@ -7,8 +7,8 @@ import json
 import pytest
 
 from models.invocation import QueryScope, TimeWindow
-from pipeline.jsonpath import resolve
-from pipeline.projection import bound_projection
+from pipeline.rules.jsonpath import resolve
+from pipeline.rules.projection import bound_projection
 
 SCOPE = QueryScope(
     service="checkout-service",

@@ -38,16 +38,17 @@ from models.common import Verdict
 from models.composer import ComposerInput
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.verifier import ClaimCheck, EvidenceGap, Verification
-from pipeline import nodes
 from pipeline.agents.base import FunctionModel
-from pipeline.composer_input import build_composer_input
-from pipeline.jsonpath import parse_path, resolve
-from pipeline.rendering import NO_RELIABLE_CONCLUSION, render
+from pipeline.rules.composer_input import build_composer_input
+from pipeline.rules.jsonpath import parse_path, resolve
+from pipeline.rules.rendering import NO_RELIABLE_CONCLUSION, render
+from pipeline.rules.statements import check_reply, self_statements
+from pipeline.rules.text import contains, normalize
+from pipeline.rules.untrusted import instruction_like
+from pipeline.rules.verdict import PASS_MIN_GROUNDEDNESS, effective_verdict, rule_verdict
+from pipeline.run import nodes
+from pipeline.run.nodes import verify as verify_step
 from pipeline.serialization import canonical_bytes
-from pipeline.statements import check_reply, self_statements
-from pipeline.text import contains, normalize
-from pipeline.untrusted import instruction_like
-from pipeline.verdict import PASS_MIN_GROUNDEDNESS, effective_verdict, rule_verdict
 
 PROPERTY = settings(max_examples=200, deadline=None)
 verdicts = st.sampled_from(list(Verdict))
@@ -299,8 +300,9 @@ def test_claims_that_failed_the_gatekeeper_never_reach_the_answer(
         prepared.append(state.composer_input)
         return state
 
-    with mock.patch.object(nodes, "prepare_composition", capture):
+    with mock.patch.object(verify_step, "prepare_composition", capture):
         result = run(bundle(output), composer=recording_composer(payloads))
+    assert prepared or result.result.verdict is None
     answer = result.result.final_answer
     shown = "\n".join([answer.answer_summary, *answer.recommended_actions,
                        answer.user_facing_answer])

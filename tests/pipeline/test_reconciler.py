@@ -15,7 +15,7 @@ from models.common import Intent, RunStatus
 from models.state import NextStep
 from models.tables import DiagnosisRunRow
 from pipeline.errors import BrokerUnavailableError
-from pipeline.reconciler import SweepReport, sweep
+from pipeline.run.reconciler import SweepReport, sweep
 from pipeline.store import RunStore, make_engine
 
 TENANT = "team-a"

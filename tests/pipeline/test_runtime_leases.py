@@ -13,11 +13,11 @@ from models.common import RunStatus
 from models.verifier import VerifierInput
 from pipeline.agents.base import ModelReply
 from pipeline.agents.offline_verifier import verify
-from pipeline.cancellation import current_token
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.prompts import Prompt
-from pipeline.runtime import NodeOutcome, Runtime
+from pipeline.run.cancellation import current_token
+from pipeline.run.runtime import NodeOutcome, Runtime
 from pipeline.scenarios import load_scenario
 from pipeline.store import RunStore
 

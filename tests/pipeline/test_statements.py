@@ -1,4 +1,4 @@
-"""`pipeline.statements`: the statement check and the assembly of the published answer.
+"""`pipeline.rules.statements`: the statement check and the assembly of the published answer.
 
 Table-driven: each case is one statement a model could write over one Composer input, and
 whether the check accepts it. The inputs are the shipped incident's (checkout-pool-exhaustion)
@@ -23,7 +23,7 @@ from models.composer import (
 )
 from models.executor import ClaimKind
 from models.verifier import Verification
-from pipeline.statements import (
+from pipeline.rules.statements import (
     NO_RELIABLE_CONCLUSION,
     Section,
     assemble,

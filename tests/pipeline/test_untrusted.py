@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.untrusted import fetch_and_run, instruction_like
+from pipeline.rules.untrusted import fetch_and_run, instruction_like
 
 ROOT = Path(__file__).resolve().parents[2]
 

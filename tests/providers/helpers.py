@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.attempts import AttemptLog, RetryPolicy
 from pipeline.providers.messages import MessagesResponse, Usage
+from pipeline.run.attempts import AttemptLog, RetryPolicy
 
 MODEL = "claude-sonnet-5-5"
 FORCING_MODEL = "claude-haiku-4-5"

@@ -18,12 +18,12 @@ from fake_anthropic import FakeAnthropic
 from models.common import Intent
 from models.verifier import VerifierOutput
 from pipeline.agents.claude import ClaudeVerifier
-from pipeline.attempts import AttemptLog, RetryPolicy, call_with_retry
-from pipeline.cancellation import CancelToken, bind
 from pipeline.errors import RunCancelledError
-from pipeline.lease import LeaseKeeper
 from pipeline.providers.anthropic import AnthropicProvider
 from pipeline.providers.messages import MessagesRequest
+from pipeline.run.attempts import AttemptLog, RetryPolicy, call_with_retry
+from pipeline.run.cancellation import CancelToken, bind
+from pipeline.run.lease import LeaseKeeper
 from pipeline.store import RunStore
 from tests.providers.helpers import MODEL
 from tests.spec.helpers import verifier_reply

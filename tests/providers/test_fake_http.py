@@ -19,15 +19,15 @@ from models.common import Intent
 from models.verifier import VerifierOutput
 from pipeline.agents.claude import ClaudeComposer, ClaudePlanner, ClaudeVerifier
 from pipeline.agents.claude_executor import SUBMIT_EVIDENCE, ClaudeExecutor
-from pipeline.attempts import AttemptLog, call_with_retry
 from pipeline.errors import (
     AttemptsExhaustedError,
     ConfigurationError,
     ProviderRejectedError,
 )
-from pipeline.executor_output import parse_executor_output
 from pipeline.prompts import load_prompt
 from pipeline.providers.anthropic import AnthropicProvider
+from pipeline.rules.executor_output import parse_executor_output
+from pipeline.run.attempts import AttemptLog, call_with_retry
 from pipeline.tools import default_registry
 from tests.providers.helpers import MODEL, Sleeps, log
 from tests.spec.helpers import QUERY, good_output, logs_invocation, verifier_reply

@@ -19,7 +19,7 @@ from pipeline.agents.claude_executor import SUBMIT_EVIDENCE
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.providers.messages import JSON
-from pipeline.runtime import Runtime
+from pipeline.run.runtime import Runtime
 from pipeline.scenarios import load_scenario
 from tests.providers import claude_like
 from tests.providers.claude_like import answer_like_claude

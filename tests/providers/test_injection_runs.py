@@ -18,7 +18,7 @@ from models.common import RunStatus, Verdict
 from models.run import RunRecord
 from pipeline.agents.claude_executor import SUBMIT_EVIDENCE
 from pipeline.factory import build_runtime
-from pipeline.runtime import Runtime
+from pipeline.run.runtime import Runtime
 from tests.providers import claude_like
 from tests.providers.claude_like import answer_like_claude
 from tests.providers.test_fake_runs import TENANT, drive, settings

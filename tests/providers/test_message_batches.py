@@ -18,8 +18,6 @@ import pytest
 from fake_anthropic import BATCH_ROLE, FakeAnthropic
 from models.verifier import VerifierOutput
 from pipeline.agents.claude import ClaudeVerifier
-from pipeline.attempts import call_with_retry
-from pipeline.cancellation import CancelToken, bind
 from pipeline.errors import (
     ConfigurationError,
     ProviderOutputInvalidError,
@@ -37,6 +35,8 @@ from pipeline.providers.batches import (
 )
 from pipeline.providers.messages import MessagesRequest, MessagesResponse, Usage
 from pipeline.providers.pricing import DEFAULT_PRICES, DEFAULT_TABLE, cost_usd
+from pipeline.run.attempts import call_with_retry
+from pipeline.run.cancellation import CancelToken, bind
 from tests.providers.helpers import MODEL, Sleeps, log
 from tests.spec.helpers import verifier_reply
 

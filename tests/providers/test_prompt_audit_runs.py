@@ -17,7 +17,7 @@ from models.run import RunRecord
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime
 from pipeline.prompts import load_prompt, prompts_used
-from pipeline.runtime import Runtime
+from pipeline.run.runtime import Runtime
 from tests.providers.claude_like import answer_like_claude
 from tests.providers.test_fake_runs import drive
 

@@ -16,7 +16,7 @@ from models.batch import BatchStatus, ItemRecord, ItemStatus, Selection
 from pipeline.config import VeritySettings
 from pipeline.factory import batch_judges, build_runtime
 from pipeline.reverify import judge_chunk
-from pipeline.runtime import Runtime
+from pipeline.run.runtime import Runtime
 from tests.providers.claude_like import answer_like_claude
 from tests.providers.test_fake_runs import TENANT, drive
 

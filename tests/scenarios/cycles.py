@@ -2,7 +2,7 @@
 
 The gap cycle is planned from the gaps alone and run by the offline Executor, each call through
 `run_tool`; its report supplements the first cycle's verified claims exactly as the runtime
-does it (`pipeline.evidence_retry`), and the union is judged over every invocation of both.
+does it (`pipeline.rules.evidence_retry`), and the union is judged over every invocation of both.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from models.invocation import ToolInvocation
 from models.verifier import EvidenceGap
 from pipeline.agents.investigator import OfflineExecutor
 from pipeline.agents.planner import OfflinePlanner
-from pipeline.evidence_retry import carry, supplement
+from pipeline.rules.evidence_retry import carry, supplement
 from pipeline.scenarios import Scenario
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import ToolRegistry, run_tool

@@ -1,7 +1,7 @@
 """catalog-pricing-rate-limit: a real critical evidence gap, and the one retry that closes it.
 
 Driven node by node in this process, without the runtime. Cycle one (`run_in_process`, then the
-Gatekeeper and the Verifier of `pipeline/nodes.py`) finds the 503 burst and the deploy just
+Gatekeeper and the Verifier of `pipeline/run/nodes/`) finds the 503 burst and the deploy just
 before it, but the deploy's change names pricing-api and nothing the investigation looked at
 shows pricing-api: the root cause rests on timing alone, the Verifier says so with a critical
 gap, and routing grants the EVIDENCE_GAP_ONLY cycle. Cycle two plans from that gap alone,
@@ -28,12 +28,12 @@ from models.gatekeeper import Severity
 from models.invocation import ToolInvocation
 from models.state import PipelineState
 from models.verifier import EvidenceGap, RetryContext, Verification
-from pipeline import nodes
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
-from pipeline.attempts import AttemptLog
 from pipeline.inprocess import run_in_process
-from pipeline.routing import Node, after_verify, valid_critical_gaps
+from pipeline.rules.routing import Node, after_verify, valid_critical_gaps
+from pipeline.run import nodes
+from pipeline.run.attempts import AttemptLog
 from pipeline.scenarios import Scenario, load_scenario, scenario_path
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry

@@ -35,9 +35,9 @@ from pipeline.agents.knowledge import OfflineKnowledgeAnswerer, validate_knowled
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner
 from pipeline.agents.template_composer import TemplateComposer
-from pipeline.gatekeeper import gatekeep
 from pipeline.inprocess import run_in_process
-from pipeline.routing import evidence_retry_eligible, valid_critical_gaps
+from pipeline.rules.gatekeeper import gatekeep
+from pipeline.rules.routing import evidence_retry_eligible, valid_critical_gaps
 from pipeline.scenarios import Scenario, list_scenarios, load_scenario, scenario_path
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import ToolRegistry, default_registry, run_tool

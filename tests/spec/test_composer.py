@@ -13,10 +13,10 @@ from models.evaluation import StageStatus
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.fallback import FallbackReason
 from models.verifier import Verification
-from pipeline.composer_input import BEYOND_GAP, build_composer_input, build_composition
 from pipeline.errors import ProviderRejectedError
-from pipeline.fallback import semantic_unavailable
-from pipeline.rendering import NO_RELIABLE_CONCLUSION, render
+from pipeline.rules.composer_input import BEYOND_GAP, build_composer_input, build_composition
+from pipeline.rules.fallback import semantic_unavailable
+from pipeline.rules.rendering import NO_RELIABLE_CONCLUSION, render
 
 from .helpers import (
     DEPLOY_CLAIM_TEXT,

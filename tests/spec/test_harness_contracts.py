@@ -22,11 +22,12 @@ from models.gatekeeper import RuleId, Severity
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from models.state import PipelineState
 from models.verifier import Verification
-from pipeline import nodes, routing
 from pipeline.errors import BundleError, ProviderUnavailableError
-from pipeline.evaluation import aiops_rule_evaluation
-from pipeline.gatekeeper import gatekeep
-from pipeline.routing import Node, Route
+from pipeline.rules import routing
+from pipeline.rules.gatekeeper import gatekeep
+from pipeline.rules.routing import Node, Route
+from pipeline.run import nodes
+from pipeline.run.evaluation import aiops_rule_evaluation
 from pipeline.verification import load_bundle
 
 from .helpers import (
@@ -49,9 +50,9 @@ from .helpers import (
 )
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipeline"
-DETERMINISTIC = ("gatekeeper", "jsonpath", "text", "facts", "executor_output", "verdict",
-                 "routing", "guards", "composer_input", "rendering", "fallback",
-                 "verifier_input", "serialization", "evaluation")
+DETERMINISTIC = (*(f"rules/{p.stem}" for p in sorted((PIPELINE / "rules").glob("*.py"))
+                   if p.stem != "__init__"), "serialization", "run/evaluation")
+"""Every pure deterministic rule (`pipeline/rules/`), and what maps a state to its result."""
 ALL_DIRECT = {"c1": "direct_observation", "c2": "direct_observation"}
 
 
@@ -72,7 +73,7 @@ def imported_modules(module: str) -> set[str]:
 def test_contracts__contract_ownership_is_inspected(module: str) -> None:
     """Deterministic control never calls a model, a broker or a database."""
     imports = imported_modules(module)
-    forbidden = ("pipeline.agents", "pipeline.attempts", "pipeline.store", "celery",
+    forbidden = ("pipeline.agents", "pipeline.run.attempts", "pipeline.store", "celery",
                  "anthropic", "sqlalchemy", "redis", "tasks")
     assert not [name for name in imports if name.startswith(forbidden)]
 

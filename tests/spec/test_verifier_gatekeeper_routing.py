@@ -20,20 +20,22 @@ from models.gatekeeper import RuleId, Severity
 from models.invocation import LifecycleStatus
 from models.state import PipelineState
 from models.verifier import FactClass, RetryContext, Verification, VerifierOutput
-from pipeline import nodes, routing
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.errors import (
     ProviderOutputInvalidError,
     ProviderRejectedError,
     ProviderUnavailableError,
 )
-from pipeline.evaluation import verifier_evaluation
-from pipeline.gatekeeper import gatekeep
 from pipeline.prompts import load_prompt
-from pipeline.rendering import NO_RELIABLE_CONCLUSION
-from pipeline.routing import Node
-from pipeline.verdict import FACT_CLASS, effective_verdict, facts_checked, rule_verdict
-from pipeline.verifier_input import build_verifier_input
+from pipeline.rules import routing
+from pipeline.rules.gatekeeper import gatekeep
+from pipeline.rules.rendering import NO_RELIABLE_CONCLUSION
+from pipeline.rules.routing import Node
+from pipeline.rules.verdict import FACT_CLASS, effective_verdict, facts_checked, rule_verdict
+from pipeline.rules.verifier_input import build_verifier_input
+from pipeline.run import nodes
+from pipeline.run.evaluation import verifier_evaluation
+from pipeline.run.nodes import gatekeep as gatekeep_step
 
 from .helpers import (
     DEPLOYS_ID,
@@ -634,13 +636,13 @@ def test_inputs__technical_retry_occurs(
     first: str | Exception, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gatekeeper_runs: list[int] = []
-    real_gatekeep = nodes.gatekeep
+    real_gatekeep = gatekeep_step.gatekeep
 
     def counting_gatekeep(*args: Any, **kwargs: Any) -> Any:
         gatekeeper_runs.append(1)
         return real_gatekeep(*args, **kwargs)
 
-    monkeypatch.setattr(nodes, "gatekeep", counting_gatekeep)
+    monkeypatch.setattr(gatekeep_step, "gatekeep", counting_gatekeep)
     verifier = scripted(first, verifier_reply("PASS", ALL_DIRECT))
     tools = invocations()
     result = run(good_output(), verifier=verifier, tools=tools)

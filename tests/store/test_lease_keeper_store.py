@@ -6,7 +6,7 @@ import threading
 import time
 
 from models.common import Intent, RunStatus
-from pipeline.lease import LOST, LeaseKeeper
+from pipeline.run.lease import LOST, LeaseKeeper
 from pipeline.store import RunStore
 
 TENANT = "team-a"

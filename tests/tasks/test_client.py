@@ -24,7 +24,7 @@ from pipeline.errors import (
     StoreUnavailableError,
 )
 from pipeline.factory import build_runtime
-from pipeline.runtime import Runtime
+from pipeline.run.runtime import Runtime
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.sources import UnknownSourceError
 from pipeline.store import RunStore, make_engine

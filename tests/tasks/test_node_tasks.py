@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pipeline.errors import StoreUnavailableError
-from pipeline.runtime import NodeOutcome
+from pipeline.run.runtime import NodeOutcome
 from tasks import nodes as nodes_module
 from tasks import services
 from tasks.nodes import NODE_TASKS, coordinate, tool

@@ -13,7 +13,7 @@ import pytest
 from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
 
 from models.invocation import EvidenceStatus, LifecycleStatus
-from pipeline.jsonpath import resolve
+from pipeline.rules.jsonpath import resolve
 from pipeline.tools.records import iso
 from pipeline.tools.runbooks import tokenize
 

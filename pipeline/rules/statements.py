@@ -5,8 +5,8 @@ The Composer answers in statements, each citing the ids of the input material it
 - every id it cites is in the input, of a kind its field may cite (actions only in
   `recommended_actions`; gaps apart from claims);
 - every fact in it (services, identifiers, numbers with units, versions, times, error codes;
-  `pipeline.facts`) is stated by what it cites, and so is every number written in words;
-- every content word (`pipeline.lexicon`: anything that is not connective, hedging or function
+  `pipeline.rules.facts`) is stated by what it cites, and so is every number written in words;
+- every content word (`pipeline.rules.lexicon`: anything that is not connective, hedging or function
   language) occurs in what it cites, by stem or by synonym class; a hyphenated compound must
   occur whole, or as its parts side by side;
 - it denies where what it cites denies, and only there (no dropped or added "not");
@@ -45,9 +45,9 @@ from models.composer import (
 )
 from models.executor import ClaimKind
 from models.verifier import Verification
-from pipeline import lexicon
-from pipeline.facts import FactKind, FactSet, extract_facts
-from pipeline.untrusted import instruction_like
+from pipeline.rules import lexicon
+from pipeline.rules.facts import FactKind, FactSet, extract_facts
+from pipeline.rules.untrusted import instruction_like
 
 NO_RELIABLE_CONCLUSION = "Current evidence cannot support a reliable conclusion."
 DEFAULT_ACTION = "Collect the missing evidence listed above, then ask again."

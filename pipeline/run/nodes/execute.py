@@ -3,7 +3,7 @@
 A step either asks for tool calls (stored as PROJECTING rows; they fan out as one chord and the
 node runs again with their results) or returns the final output, which gets the one no-tool
 structural repair if it fails initial validation, and is then parsed. In the gap cycle the
-parsed output supplements the first cycle's verified claims (`pipeline.evidence_retry`).
+parsed output supplements the first cycle's verified claims (`pipeline.rules.evidence_retry`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from models.agent import ExecutorTurn, ToolCallRequest, Transcript
 from models.common import FallbackType
 from models.fallback import FallbackReason
 from models.invocation import LifecycleStatus, ToolInvocation
-from pipeline import nodes
 from pipeline.agents.protocols import RepairingExecutor
-from pipeline.attempts import AttemptLog
-from pipeline.bodies.common import (
+from pipeline.errors import RunFailure
+from pipeline.rules.evidence_retry import supplement
+from pipeline.run.attempts import AttemptLog
+from pipeline.run.nodes.common import (
     Event,
     NodeContext,
     NodeInput,
@@ -27,11 +28,10 @@ from pipeline.bodies.common import (
     logged,
     model_failure,
 )
-from pipeline.errors import RunFailure
-from pipeline.evidence_retry import supplement
+from pipeline.run.nodes.gatekeep import parse_node, structural_problems
 
 
-def execute(ctx: NodeContext, inp: NodeInput) -> Step:
+def body(ctx: NodeContext, inp: NodeInput) -> Step:
     """Ask the Executor for its next step, with every result of the calls it asked for."""
     state = inp.state
     assert state.transcript is not None
@@ -67,7 +67,7 @@ def execute(ctx: NodeContext, inp: NodeInput) -> Step:
     raw, repaired = _structural_repair(ctx, transcript, step.final_output or "", log=log,
                                        events=events)
     state = logged(state, log)
-    pipeline, document = nodes.parse_node(state.pipeline, raw)
+    pipeline, document = parse_node(state.pipeline, raw)
     pipeline = pipeline.model_copy(update={"structural_repair": repaired})
     if document is not None and state.carried is not None:
         raw = json.dumps(supplement(state.carried, document), ensure_ascii=False)
@@ -114,7 +114,7 @@ def _structural_repair(
     """The single no-tool structural repair: an output that fails initial validation goes back
     to the Executor once, with what was wrong. Returns the output to keep and whether a repair
     was asked for; a repair that fails to come back keeps the original output."""
-    problems = nodes.structural_problems(raw)
+    problems = structural_problems(raw)
     executor = ctx.agents.executor
     if not problems or not isinstance(executor, RepairingExecutor):
         return raw, False
@@ -126,7 +126,7 @@ def _structural_repair(
         return raw, True
     if repaired is None:
         return raw, False
-    left = nodes.structural_problems(repaired)
+    left = structural_problems(repaired)
     events.append(("execute", "structural_repair", {
         "problems": len(problems), "problems_left": len(left)}))
     return repaired, True

@@ -1,5 +1,5 @@
 """The words the statement check reads: what carries no content, what means the same, and the
-wording of causes, exclusivity and certainty. Data only; `pipeline.statements` applies it.
+wording of causes, exclusivity and certainty. Data only; `pipeline.rules.statements` applies it.
 
 A word is *content* unless it is listed here as connective, hedging or function language. The
 lists are deliberately closed: a word a model uses that is neither here nor in what its

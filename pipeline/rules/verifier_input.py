@@ -9,9 +9,9 @@ from models.common import Intent
 from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
 from models.invocation import ToolInvocation
 from models.verifier import DiagnosisContext, GatekeeperAudit, RetryContext, VerifierInput
-from pipeline.jsonpath import PathError, resolve
-from pipeline.text import value_text
-from pipeline.untrusted import instruction_like
+from pipeline.rules.jsonpath import PathError, resolve
+from pipeline.rules.text import value_text
+from pipeline.rules.untrusted import instruction_like
 
 
 def build_verifier_input(

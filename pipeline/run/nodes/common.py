@@ -9,15 +9,16 @@ from typing import Any
 from models.agent import PreviousTurn
 from models.common import FallbackType
 from models.fallback import FallbackReason
+from models.gatekeeper import GatekeeperOutcome
 from models.invocation import ToolInvocation
 from models.run import LlmAttempt, RunHead
-from models.state import NodeFailure, RuntimeState
+from models.state import NodeFailure, PipelineState, RuntimeState
 from pipeline.agents.protocols import Agents
-from pipeline.attempts import AttemptJournal, AttemptLog, RetryPolicy
 from pipeline.config import VeritySettings
 from pipeline.errors import BudgetExceededError, RunFailure, StaleStateError
-from pipeline.executor_output import parse_executor_output
 from pipeline.prompts import merge_prompt_uses, prompts_used
+from pipeline.rules.executor_output import parse_executor_output
+from pipeline.run.attempts import AttemptJournal, AttemptLog, RetryPolicy
 from pipeline.tools.registry import ToolRegistry
 
 Event = tuple[str, str, dict[str, Any]]
@@ -113,3 +114,10 @@ def document(run_id: str, raw_output: str | None) -> dict[str, Any]:
 def find(invocations: Sequence[ToolInvocation], tool_call_id: str) -> ToolInvocation | None:
     """The invocation with this id, if any."""
     return next((i for i in invocations if i.tool_call_id == tool_call_id), None)
+
+
+def gatekeeper_of(state: PipelineState) -> GatekeeperOutcome:
+    """The Gatekeeper's outcome; ValueError before it ran."""
+    if state.gatekeeper is None:
+        raise ValueError("the Gatekeeper has not run")
+    return state.gatekeeper

@@ -7,7 +7,7 @@ the same way. It adds no fact: every service, number or id in its output comes f
 from __future__ import annotations
 
 from models.composer import ComposerInput, ComposerOutput
-from pipeline.statements import (
+from pipeline.rules.statements import (
     DEFAULT_ACTION,
     NO_RELIABLE_CONCLUSION,
     assemble,

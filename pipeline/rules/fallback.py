@@ -8,7 +8,7 @@ from models.common import FallbackType
 from models.composer import ComposerInput
 from models.fallback import FallbackReason, SafeFallback, VerifiedSource
 from models.gatekeeper import VerifiedEvidence
-from pipeline.rendering import render
+from pipeline.rules.rendering import render
 
 _NOT_VALIDATED = (
     "The investigation's evidence could not be validated, so no diagnosis is given. "

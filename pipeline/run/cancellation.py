@@ -1,6 +1,6 @@
 """Cancel tokens, and the one bound to the calling thread's work.
 
-A node that holds its run's lease gets a `CancelToken` (`pipeline.lease.LeaseKeeper.hold`),
+A node that holds its run's lease gets a `CancelToken` (`pipeline.run.lease.LeaseKeeper.hold`),
 which the keeper's thread sets when the run is cancelled, ends, or its lease is lost. `bind`
 makes it the current token of the calling context, so a model call deep inside an agent sees it
 (`current_token()`) without any plumbing: the Anthropic provider then runs the request so that

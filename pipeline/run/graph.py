@@ -5,12 +5,13 @@
           │                 └ INVALID_OUTPUT           └ REJECT   │ └ REJECT, FAILED, budget
           │                   or model failure ──────────────────┴──────► fallback ─► finalize
           │             plan ◄── verify: LOW_CONFID with a critical gap (one EVIDENCE_GAP_ONLY
-          │                      cycle that supplements the first, `pipeline/evidence_retry.py`)
+          │                      cycle that supplements the first, `rules/evidence_retry.py`)
           └─ KNOWLEDGE_QUERY ─► (one lookup) ─► knowledge ─► finalize | fallback
 
-`GRAPH` is a pure table: per node its body (`pipeline/bodies/`), its Celery queue, what it
-reads, and an edge function that routes the body's step by the rules of `pipeline/routing.py`.
-Every driver steps through it with `Graph.advance`: the Celery runtime (`pipeline/runtime.py`
+`GRAPH` is a pure table: per node its body (`pipeline/run/nodes/<node>.py`), its Celery queue,
+what it reads, and an edge function that routes the body's step by the rules of
+`pipeline/rules/routing.py`.
+Every driver steps through it with `Graph.advance`: the Celery runtime (`pipeline/run/runtime.py`
 with `tasks/`), `verity verify` (`pipeline/verification.py`, entering at gatekeep) and the
 in-process runner (`pipeline/inprocess.py`). None of them writes the sequence again.
 
@@ -28,11 +29,11 @@ from models.common import FallbackType, Intent
 from models.fallback import FallbackReason
 from models.gatekeeper import RuleId
 from models.state import NextStep, RuntimeState
-from pipeline import routing
-from pipeline.bodies import check, compose, execute, knowledge, plan
-from pipeline.bodies.common import NodeContext, NodeInput, Step, document
-from pipeline.evidence_retry import start_gap_cycle
-from pipeline.routing import Node, Route
+from pipeline.rules import routing
+from pipeline.rules.evidence_retry import start_gap_cycle
+from pipeline.rules.routing import Node, Route
+from pipeline.run.nodes import compose, execute, fallback, gatekeep, knowledge, plan, verify
+from pipeline.run.nodes.common import NodeContext, NodeInput, Step, document
 
 Body = Callable[[NodeContext, NodeInput], Step]
 """A node body: reads the node's input, returns what to commit."""
@@ -214,16 +215,16 @@ def _spec(node: Node, queue: str, body: Body | None, edge: Edge | None, *success
 
 _F = Node.FALLBACK
 GRAPH = Graph(nodes={spec.node: spec for spec in (
-    _spec(Node.PLAN, "llm", plan.plan, _after_plan, Node.EXECUTE, Node.KNOWLEDGE, _F),
-    _spec(Node.EXECUTE, "llm", execute.execute, _after_execute, Node.EXECUTE, Node.GATEKEEP, _F,
+    _spec(Node.PLAN, "llm", plan.body, _after_plan, Node.EXECUTE, Node.KNOWLEDGE, _F),
+    _spec(Node.EXECUTE, "llm", execute.body, _after_execute, Node.EXECUTE, Node.GATEKEEP, _F,
           invocations=True),
-    _spec(Node.GATEKEEP, "control", check.gatekeep, _after_gatekeep, Node.VERIFY, _F,
+    _spec(Node.GATEKEEP, "control", gatekeep.body, _after_gatekeep, Node.VERIFY, _F,
           output=True, invocations=True),
-    _spec(Node.VERIFY, "llm", check.verify, _after_verify, Node.COMPOSE, Node.PLAN, _F,
+    _spec(Node.VERIFY, "llm", verify.body, _after_verify, Node.COMPOSE, Node.PLAN, _F,
           output=True),
-    _spec(Node.COMPOSE, "llm", compose.compose, _after_compose, Node.FINALIZE, _F),
-    _spec(Node.FALLBACK, "control", compose.fallback, _after_fallback, Node.FINALIZE),
-    _spec(Node.KNOWLEDGE, "llm", knowledge.knowledge, _after_knowledge, Node.FINALIZE, _F,
+    _spec(Node.COMPOSE, "llm", compose.body, _after_compose, Node.FINALIZE, _F),
+    _spec(Node.FALLBACK, "control", fallback.body, _after_fallback, Node.FINALIZE),
+    _spec(Node.KNOWLEDGE, "llm", knowledge.body, _after_knowledge, Node.FINALIZE, _F,
           invocations=True),
     _spec(Node.FINALIZE, "control", None, None, invocations=True),
 )})

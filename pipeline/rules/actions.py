@@ -3,7 +3,7 @@ without a runbook step behind it.
 
 An Executor's recommended action is free text a model wrote, after reading tool output anyone
 can write to. Before an action reaches the Composer it must:
-- not read as instructions to an agent (`pipeline.untrusted`);
+- not read as instructions to an agent (`pipeline.rules.untrusted`);
 - name no command, URL, host, file path, service or other identifier that the allowed
   material (the query, the allowed claims and hypotheses, the steps of the runbooks those
   claims cite) does not;
@@ -22,9 +22,9 @@ from collections.abc import Iterable, Sequence
 from models.composer import RunbookStep, WithheldAction
 from models.gatekeeper import VerifiedEvidence
 from models.invocation import ToolInvocation
-from pipeline.facts import FactSet, extract_facts
+from pipeline.rules.facts import FactSet, extract_facts
+from pipeline.rules.untrusted import fetch_and_run, instruction_like
 from pipeline.tools.builtin import SEARCH_RUNBOOKS
-from pipeline.untrusted import fetch_and_run, instruction_like
 
 RUNBOOK_TOOLS = frozenset({SEARCH_RUNBOOKS})
 """Tools whose projections hold runbook documents (`documents[i].steps`)."""

@@ -20,13 +20,13 @@ from models.composer import (
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.gatekeeper import VerifiedClaim
 from models.verifier import ClaimCheck, EvidenceGap, Verification
-from pipeline import lexicon
-from pipeline.actions import Action, screen_actions
-from pipeline.facts import FactSet
-from pipeline.guards import unsupported_facts
-from pipeline.statements import check_reply, gap_problem, grounding_problem, self_statements
-from pipeline.text import normalize
-from pipeline.untrusted import instruction_like
+from pipeline.rules import lexicon
+from pipeline.rules.actions import Action, screen_actions
+from pipeline.rules.facts import FactSet
+from pipeline.rules.guards import unsupported_facts
+from pipeline.rules.statements import check_reply, gap_problem, grounding_problem, self_statements
+from pipeline.rules.text import normalize
+from pipeline.rules.untrusted import instruction_like
 
 _ALLOWED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE})
 _CONCLUSIONS = frozenset(
@@ -63,7 +63,7 @@ def build_composition(
 ) -> Composition:
     """Only what the checks allow. REJECT keeps no hypotheses and no conclusions. No text that
     reads as instructions to an agent passes, whatever its checks; actions pass the action
-    guard (`pipeline.actions`) against the allowed material and the steps of the runbooks the
+    guard (`pipeline.rules.actions`) against the allowed material and the steps of the runbooks the
     allowed claims cite. Evidence gaps pass the gap check (`statements.gap_problem`) against
     the query, the allowed material and `evidence` (the run's verified evidence texts and tool
     names), or are shown as a fixed line that says only that something is missing. A claim in

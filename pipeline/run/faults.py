@@ -12,9 +12,9 @@ import dataclasses
 import time
 from typing import Any
 
-from pipeline.bodies.common import NodeContext, NodeInput, Step
 from pipeline.config import VeritySettings
-from pipeline.graph import Body, Graph
+from pipeline.run.graph import Body, Graph
+from pipeline.run.nodes.common import NodeContext, NodeInput, Step
 from pipeline.tools.registry import ToolRegistry
 
 

@@ -1,5 +1,5 @@
 """Deterministic guards on model output: the Verifier post-check (the Composer's statements are
-held to their citations by `pipeline.statements`)."""
+held to their citations by `pipeline.rules.statements`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from models.executor import ClaimKind
 from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
 from models.invocation import EvidenceStatus, ToolInvocation
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
-from pipeline import lexicon
-from pipeline.facts import KEY_KINDS, Fact, FactMemo, FactSet, extract_facts
-from pipeline.gatekeeper import scope_text
-from pipeline.statements import grounding_problem
+from pipeline.rules import lexicon
+from pipeline.rules.facts import KEY_KINDS, Fact, FactMemo, FactSet, extract_facts
+from pipeline.rules.gatekeeper import scope_text
+from pipeline.rules.statements import grounding_problem
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ A node copy runs only while it holds its run's node lease (`RunStore.acquire_lea
 conditional UPDATE at the run's version). The keeper is one daemon thread per process: every
 `lease_renew_s` it renews every lease the process holds in one `renew_leases` statement, and
 sets the `CancelToken` of each run the store names as lost — cancelled, ended, or leased by
-someone else — so that run's model call stops within about a second (`pipeline.cancellation`).
+someone else — so that run's model call stops within about a second (`pipeline.run.cancellation`).
 A lease the keeper cannot renew for a whole TTL (database unreachable) has expired for everyone
 else, so its token is set too.
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from uuid import uuid4
 
-from pipeline.cancellation import CancelToken, bind
 from pipeline.errors import ConfigurationError, StoreError
+from pipeline.run.cancellation import CancelToken, bind
 from pipeline.store import LeaseOutcome
 
 __all__ = ["Held", "LeaseKeeper", "Leases", "check_lease_settings", "owner_id"]

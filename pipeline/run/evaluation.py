@@ -18,7 +18,7 @@ from models.evaluation import (
 from models.invocation import ToolInvocation
 from models.state import PipelineState
 from pipeline.prompts import prompt_audit
-from pipeline.verdict import facts_checked
+from pipeline.rules.verdict import facts_checked
 
 RULESET_VERSION = "verity.rules.v2"
 

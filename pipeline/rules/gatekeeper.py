@@ -20,8 +20,8 @@ from models.executor import (
 )
 from models.gatekeeper import GatekeeperOutcome, RuleId, Severity
 from models.invocation import EvidenceStatus, LifecycleStatus, QueryScope, ToolInvocation
-from pipeline.jsonpath import PathError, parse_path, resolve
-from pipeline.text import normalize, value_text
+from pipeline.rules.jsonpath import PathError, parse_path, resolve
+from pipeline.rules.text import normalize, value_text
 
 RULE_ORDER = tuple(RuleId)
 _USABLE_EVIDENCE = frozenset({EvidenceStatus.EVIDENCE_FOUND, EvidenceStatus.NO_EVIDENCE})

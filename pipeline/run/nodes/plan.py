@@ -6,7 +6,9 @@ from models.agent import ExecutorTurn, ToolCallRequest, Transcript
 from models.common import FallbackType, Intent
 from models.fallback import FallbackReason
 from models.invocation import LifecycleStatus, ToolInvocation
-from pipeline.bodies.common import (
+from pipeline.errors import RunFailure
+from pipeline.ids import mint_tool_call_id
+from pipeline.run.nodes.common import (
     Event,
     NodeContext,
     NodeInput,
@@ -15,14 +17,12 @@ from pipeline.bodies.common import (
     logged,
     model_failure,
 )
-from pipeline.errors import RunFailure
-from pipeline.ids import mint_tool_call_id
 
 LOOKUP_TOOL = "search_runbooks"
 """A knowledge question's single lookup."""
 
 
-def plan(ctx: NodeContext, inp: NodeInput) -> Step:
+def body(ctx: NodeContext, inp: NodeInput) -> Step:
     """Plan the cycle; a knowledge question also requests its one lookup call."""
     record, state = inp.head, inp.state
     pipeline = state.pipeline

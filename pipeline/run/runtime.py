@@ -1,11 +1,11 @@
 """The run over the store: load a node's input, check its version, commit its step, cancel.
 
-What runs and what follows is `pipeline/graph.py`'s; this module only persists it. `tasks/` turns
-each `NodeOutcome.next` into Celery messages. A node runs only when the run is at the version its
-message carries and commits under that version, so a duplicate or redelivered message changes
-nothing. A message lost before or after its node committed (a Redis restart, a worker killed
-between commit and dispatch) is found by the reconciler (`pipeline/reconciler.py`), which
-re-sends the stored next step through this same path.
+What runs and what follows is `pipeline/run/graph.py`'s; this module only persists it. `tasks/`
+turns each `NodeOutcome.next` into Celery messages. A node runs only when the run is at the
+version its message carries and commits under that version, so a duplicate or redelivered
+message changes nothing. A message lost before or after its node committed (a Redis restart, a
+worker killed between commit and dispatch) is found by the reconciler
+(`pipeline/run/reconciler.py`), which re-sends the stored next step through this same path.
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ from models.run import RunHead
 from models.state import NextStep, PipelineState, RuntimeState
 from pipeline.agents.base import sends_requests
 from pipeline.agents.protocols import Agents
-from pipeline.attempts import RetryPolicy
-from pipeline.bodies.common import NodeContext, NodeInput, Step
-from pipeline.cancellation import CancelToken
 from pipeline.config import VeritySettings
 from pipeline.errors import (
     RunCancelledError,
@@ -32,9 +29,12 @@ from pipeline.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from pipeline.evaluation import run_result
-from pipeline.graph import GRAPH, Graph
-from pipeline.lease import LeaseKeeper
+from pipeline.run.attempts import RetryPolicy
+from pipeline.run.cancellation import CancelToken
+from pipeline.run.evaluation import run_result
+from pipeline.run.graph import GRAPH, Graph
+from pipeline.run.lease import LeaseKeeper
+from pipeline.run.nodes.common import NodeContext, NodeInput, Step
 from pipeline.store import RunStore
 from pipeline.tools.registry import ToolRegistry, clean_error, run_tool
 

@@ -1,6 +1,6 @@
 """The knowledge node: one answer from the single runbook lookup, citing returned documents.
 
-Its fallbacks (knowledge wording, `pipeline.fallback.knowledge_fallback`) say why: an answer
+Its fallbacks (knowledge wording, `pipeline.rules.fallback.knowledge_fallback`) say why: an answer
 that cites what the lookup did not return is KNOWLEDGE_REFERENCE_INVALID, also when the model
 kept doing so through its retries; a model that could not answer (provider down, invalid
 output after retries) is KNOWLEDGE_UNAVAILABLE; a spent token budget is BUDGET_EXCEEDED, as
@@ -15,7 +15,8 @@ from models.composer import ComposerOutput
 from models.evaluation import StageStatus
 from models.fallback import FallbackReason
 from models.invocation import LifecycleStatus
-from pipeline.bodies.common import (
+from pipeline.errors import AttemptsExhaustedError, GuardRejectedError, RunFailure
+from pipeline.run.nodes.common import (
     NodeContext,
     NodeInput,
     Step,
@@ -24,12 +25,11 @@ from pipeline.bodies.common import (
     logged,
     model_failure,
 )
-from pipeline.errors import AttemptsExhaustedError, GuardRejectedError, RunFailure
 
 NODE = "knowledge"
 
 
-def knowledge(ctx: NodeContext, inp: NodeInput) -> Step:
+def body(ctx: NodeContext, inp: NodeInput) -> Step:
     """Answer from the lookup; the answer's document references are validated."""
     state = inp.state
     assert state.transcript is not None

@@ -26,7 +26,7 @@ worker killed mid-call or a node whose commit loses its race still leaves a row 
 request the provider saw. Those attempts are in `log.journaled`, never in `log.attempts` (which
 the node's commit writes). Offline models never journal.
 
-Cancellation. With a `CancelToken` bound (`pipeline.cancellation`), no attempt starts once it is
+Cancellation. With a `CancelToken` bound (`pipeline.run.cancellation`), no attempt starts once it is
 set, a backoff wait ends when it is set, and a `RunCancelledError` from the provider is recorded
 with outcome `cancelled` and whatever usage is known (none: zeros), then propagates.
 """
@@ -43,7 +43,6 @@ from pydantic import ValidationError
 
 from models.run import LlmAttempt
 from pipeline.agents.base import ModelReply, SingleTurnModel, sends_requests
-from pipeline.cancellation import CancelToken, current_token
 from pipeline.errors import (
     AttemptsExhaustedError,
     BudgetExceededError,
@@ -54,6 +53,7 @@ from pipeline.errors import (
     RunCancelledError,
 )
 from pipeline.prompts import Prompt, load_prompt
+from pipeline.run.cancellation import CancelToken, current_token
 from pipeline.serialization import sha256_hex
 
 __all__ = [
