@@ -27,10 +27,10 @@ from models.composer import ComposerOutput
 from models.evaluation import StageStatus
 from models.invocation import LifecycleStatus, QueryScope, ToolInvocation
 from models.state import NextStep
-from pipeline.agents.base import ModelReply
 from pipeline.agents.protocols import Agents
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.ids import mint_tool_call_id
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
 from pipeline.run.graph import GRAPH, Graph
 from pipeline.run.nodes.common import NodeContext, NodeInput, Step

@@ -1,7 +1,9 @@
 """What the graph's node bodies ask of the agents: one protocol per role, and the set a run uses.
 
-The single-turn roles (Verifier, Composer) are `SingleTurnModel`s (`pipeline.agents.base`); the
-Planner, the Executor and the knowledge answerer have their own shapes below. Intent routing and
+The single-turn roles (Verifier, Composer) are `Model`s (`pipeline.model`, the one door to a
+model; a Claude one comes wrapped in its retry policy); the Planner, the Executor and the
+knowledge answerer are agents with their own shapes below, whose Claude implementations call
+the same door. Intent routing and
 knowledge validation are deterministic functions, carried with the agents so a runtime factory
 can swap them with the rest.
 """
@@ -16,7 +18,7 @@ from models.agent import ExecutorStep, KnowledgeAnswer, Plan, PreviousTurn, Tran
 from models.common import Intent
 from models.invocation import ToolInvocation
 from models.verifier import EvidenceGap
-from pipeline.agents.base import SingleTurnModel
+from pipeline.model import Model
 from pipeline.run.attempts import AttemptLog
 from pipeline.tools.registry import ToolRegistry
 
@@ -78,8 +80,11 @@ class Agents:
 
     planner: Planner
     executor: Executor
-    verifier: SingleTurnModel
-    composer: SingleTurnModel
+    verifier: Model
+    composer: Model
     knowledge: KnowledgeAnswerer
     classify_intent: Callable[[str], Intent]
     validate_knowledge: Callable[[KnowledgeAnswer, ToolInvocation], list[str]]
+    remote: bool = False
+    """Some agent sends network requests: the runtime journals their attempts as they happen
+    and abandons the in-flight rows of a copy that died (said by whoever builds the set)."""

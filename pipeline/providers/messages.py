@@ -64,6 +64,18 @@ class MessagesRequest:
         """sha256 of `canonical_bytes`: the input digest of the attempt rows."""
         return sha256_hex(self.canonical_bytes())
 
+    @classmethod
+    def from_canonical(cls, role: str, data: bytes) -> MessagesRequest:
+        """The request whose `canonical_bytes` are `data` (the caching marks `body` adds are
+        taken off again): what a `MessagesModel` is given to send."""
+        body = json.loads(data)
+        tools = [dict(t) for t in body.get("tools", ())]
+        if tools:
+            tools[-1].pop("cache_control", None)
+        return cls(role=role, model=body["model"], system=body["system"][0]["text"],
+                   messages=body["messages"], max_tokens=body["max_tokens"], tools=tools,
+                   tool_choice=body.get("tool_choice"))
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:

@@ -36,8 +36,8 @@ SUBMIT = "submit_verification"
 
 
 def verify(provider: ScriptedProvider, attempts: AttemptLog) -> VerifierOutput:
-    return call_with_retry(ClaudeVerifier(provider, MODEL), role="verifier", payload=PAYLOAD,
-                           parse=VerifierOutput.model_validate_json, log=attempts)
+    return call_with_retry(ClaudeVerifier(provider, MODEL).retrying(), role="verifier",
+                           payload=PAYLOAD, parse=VerifierOutput.model_validate_json, log=attempts)
 
 
 def rows(attempts: AttemptLog) -> list[tuple[int, str, str | None]]:
@@ -204,8 +204,8 @@ def test_retries__composer_guard_rejection_uses_the_retry() -> None:
     provider = ScriptedProvider().enqueue(tool_reply("submit_answer", new_fact),
                                           tool_reply("submit_answer", composer_reply()))
     attempts = log()
-    call_with_retry(ClaudeComposer(provider, MODEL), role="composer", payload=PAYLOAD,
-                    parse=parse, log=attempts)
+    call_with_retry(ClaudeComposer(provider, MODEL).retrying(), role="composer",
+                    payload=PAYLOAD, parse=parse, log=attempts)
     assert rows(attempts) == [(1, "guard_rejected", "GuardRejectedError"), (2, "ok", None)]
 
 
@@ -213,8 +213,8 @@ def test_retries__unpriced_model_costs_nothing_but_counts_tokens() -> None:
     reply = tool_reply(SUBMIT, GOOD, usage=Usage(10, 5))
     provider = ScriptedProvider().enqueue(replace(reply, model="local-model"))
     attempts = log()
-    call_with_retry(ClaudeVerifier(provider, "local-model"), role="verifier", payload=PAYLOAD,
-                    parse=VerifierOutput.model_validate_json, log=attempts)
+    call_with_retry(ClaudeVerifier(provider, "local-model").retrying(), role="verifier",
+                    payload=PAYLOAD, parse=VerifierOutput.model_validate_json, log=attempts)
     row = attempts.attempts[0]
     assert (row.model, row.input_tokens, row.output_tokens, row.cost_usd) == (
         "local-model", 10, 5, 0.0)
@@ -224,7 +224,7 @@ def test_retries__the_agent_brings_its_policy_when_the_log_has_none() -> None:
     sleeps = Sleeps()
     provider = ScriptedProvider().enqueue(unavailable(), unavailable(), tool_reply(SUBMIT, GOOD))
     verifier = ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=sleeps,
-                                                                  jitter=lambda: 1.0))
+                                                                  jitter=lambda: 1.0)).retrying()
     attempts = AttemptLog("run-plain")  # what the runtime builds today
     call_with_retry(verifier, role="verifier", payload=PAYLOAD,
                     parse=VerifierOutput.model_validate_json, log=attempts)
@@ -234,7 +234,7 @@ def test_retries__the_agent_brings_its_policy_when_the_log_has_none() -> None:
 
 def test_retries__the_log_policy_wins_over_the_agent() -> None:
     provider = ScriptedProvider().enqueue(unavailable(), unavailable())
-    verifier = ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=Sleeps()))
+    verifier = ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=Sleeps())).retrying()
     attempts = AttemptLog("run-plain", policy=IMMEDIATE)
     with pytest.raises(AttemptsExhaustedError):
         call_with_retry(verifier, role="verifier", payload=PAYLOAD,

@@ -130,7 +130,7 @@ def test_roles__claude_verifier_through_verify_node_and_post_check() -> None:
     provider = ScriptedProvider().enqueue(
         text_reply("I think it passes."),  # skips the tool: invalid output, retried
         tool_reply("submit_verification", verifier_reply("PASS", ALL_DIRECT)))
-    result = run(output, verifier=ClaudeVerifier(provider, MODEL))
+    result = run(output, verifier=ClaudeVerifier(provider, MODEL).retrying())
     assert result.result.verdict is Verdict.PASS
     rows = [a for a in result.attempts if a.role == "verifier"]
     assert [(a.attempt_number, a.outcome) for a in rows] == [(1, "invalid_output"), (2, "ok")]
@@ -145,7 +145,7 @@ def test_roles__claude_verdict_is_capped_by_the_deterministic_rules() -> None:
     checks = {"c1": "contradicted", "c2": "direct_observation"}
     provider = ScriptedProvider().enqueue(
         tool_reply("submit_verification", verifier_reply("PASS", checks)))
-    result = run(output, verifier=ClaudeVerifier(provider, MODEL))
+    result = run(output, verifier=ClaudeVerifier(provider, MODEL).retrying())
     evaluation = result.result.self_evaluation
     assert evaluation is not None
     assert evaluation.verifier_evaluation.model_verdict is Verdict.PASS
@@ -157,7 +157,7 @@ def test_roles__claude_composer_request_and_no_new_facts_guard() -> None:
     new_fact = composer_reply("checkout-service failed; inventory-service is also failing.")
     provider = ScriptedProvider().enqueue(tool_reply("submit_answer", new_fact),
                                           tool_reply("submit_answer", new_fact))
-    result = run(good_output(), composer=ClaudeComposer(provider, MODEL))
+    result = run(good_output(), composer=ClaudeComposer(provider, MODEL).retrying())
     assert result.result.fallback_type is FallbackType.SEMANTIC_UNAVAILABLE
     rows = [a for a in result.attempts if a.role == "composer"]
     assert [a.outcome for a in rows] == ["guard_rejected", "guard_rejected"]
@@ -170,7 +170,7 @@ def test_roles__claude_composer_request_and_no_new_facts_guard() -> None:
 
 def test_roles__claude_composer_answer_ships() -> None:
     provider = ScriptedProvider().enqueue(tool_reply("submit_answer", composer_reply()))
-    result = run(good_output(), composer=ClaudeComposer(provider, MODEL))
+    result = run(good_output(), composer=ClaudeComposer(provider, MODEL).retrying())
     assert result.result.fallback_type is None
     assert_published(result.result.final_answer, composer_reply())
 

@@ -12,18 +12,19 @@ import pytest
 
 from models.common import Intent
 from models.verifier import VerifierOutput
-from pipeline.agents.base import ModelReply, ScriptedModel
 from pipeline.agents.claude import ClaudeVerifier
 from pipeline.errors import (
     BudgetExceededError,
     ProviderUnavailableError,
     RunCancelledError,
 )
+from pipeline.model import ModelReply
 from pipeline.prompts import load_prompt
 from pipeline.providers.messages import ScriptedProvider
-from pipeline.run.attempts import AttemptLog, RetryPolicy, attempt_call, call_with_retry
+from pipeline.run.attempts import AttemptLog, Retrying, RetryPolicy, attempt_call, call_with_retry
 from pipeline.run.cancellation import CancelToken, bind
 from pipeline.store import RunStore
+from tests.doubles import ScriptedModel
 from tests.providers.helpers import MODEL, USAGE, Sleeps, tool_reply
 from tests.spec.helpers import verifier_reply
 
@@ -67,8 +68,8 @@ class FakeJournal:
         return [row["outcome"] for row in self.rows.values()]
 
 
-def _verifier(provider: ScriptedProvider) -> ClaudeVerifier:
-    return ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=Sleeps()))
+def _verifier(provider: ScriptedProvider) -> Retrying:
+    return ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=Sleeps())).retrying()
 
 
 def _verify(model: Any, log: AttemptLog) -> VerifierOutput:
@@ -122,7 +123,7 @@ def test_journal__local_models_never_journal() -> None:
 def test_journal__a_scripted_model_may_stand_in_for_a_remote_one() -> None:
     journal = FakeJournal()
     log = AttemptLog("run-1", journal=journal)
-    _verify(ScriptedModel(remote=True).enqueue(GOOD), log)
+    _verify(Retrying(ScriptedModel().enqueue(GOOD), remote=True), log)
     assert journal.outcomes() == ["ok"] and log.attempts == []
 
 
@@ -164,7 +165,7 @@ def test_cancel__a_backoff_wait_ends_when_the_token_is_set() -> None:
     threading.Timer(0.2, token.cancel, args=("the run was cancelled",)).start()
     started = time.monotonic()
     with bind(token), pytest.raises(RunCancelledError):
-        _verify(ClaudeVerifier(provider, MODEL), log)
+        _verify(ClaudeVerifier(provider, MODEL).retrying(), log)
     assert time.monotonic() - started < 1.5
     assert [a.outcome for a in log.journaled + log.attempts] == ["unavailable"]
 

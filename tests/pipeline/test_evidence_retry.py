@@ -10,10 +10,10 @@ from typing import Any
 
 from models.common import RunStatus, Verdict
 from models.verifier import EvidenceGap, VerifierInput
-from pipeline.agents.base import ModelReply
 from pipeline.agents.offline_verifier import verify
 from pipeline.factory import offline_agents
 from pipeline.inprocess import investigate, result
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
 from pipeline.rules.evidence_retry import carry, supplement
 from pipeline.rules.gatekeeper import gatekeep

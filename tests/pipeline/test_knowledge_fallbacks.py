@@ -16,7 +16,6 @@ from models.bundle import RunResult
 from models.common import FallbackType, Intent
 from models.fallback import FallbackReason
 from models.invocation import ToolInvocation
-from pipeline.agents.base import ScriptedModel
 from pipeline.agents.knowledge import validate_knowledge_answer
 from pipeline.errors import (
     BudgetExceededError,
@@ -34,6 +33,7 @@ from pipeline.scenarios import load_scenario
 from pipeline.serialization import sha256_hex
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools.registry import default_registry
+from tests.doubles import ScriptedModel
 
 SCENARIO = "knowledge-payment-db-credentials"
 DOC_ID = "rb-payment-db-credential-rotation"

@@ -21,8 +21,8 @@ from models.gatekeeper import (
     VerifiedExecutorOutput,
 )
 from models.verifier import ClaimCheck, Verification, VerifierInput, VerifierOutput
-from pipeline.agents.base import ModelReply
 from pipeline.agents.template_composer import TemplateComposer
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
 from pipeline.rules.composer_input import build_composer_input
 from pipeline.rules.facts import FactSet, extract_facts

@@ -13,7 +13,6 @@ import pytest
 from models.bundle import RunResult
 from models.evaluation import PromptAudit, PromptUse, VerifierEvaluation
 from models.run import LlmAttempt
-from pipeline.agents.base import ModelReply, ScriptedModel
 from pipeline.agents.offline_verifier import MODEL_NAME as OFFLINE_VERIFIER
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import MODEL_NAME as OFFLINE_COMPOSER
@@ -21,11 +20,13 @@ from pipeline.agents.template_composer import TemplateComposer
 from pipeline.errors import ProviderUnavailableError
 from pipeline.factory import offline_agents, resolve_scenario
 from pipeline.inprocess import investigate, result
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt, load_prompt, merge_prompt_uses, prompt_audit, prompts_used
 from pipeline.scenarios import load_scenario
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools.registry import default_registry
 from pipeline.verification import load_bundle, verify_bundle
+from tests.doubles import ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "samples" / "bundles"

@@ -11,11 +11,12 @@ import pytest
 
 from models.common import RunStatus
 from models.verifier import VerifierInput
-from pipeline.agents.base import ModelReply
 from pipeline.agents.offline_verifier import verify
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime, resolve_scenario
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
+from pipeline.run.attempts import Retrying
 from pipeline.run.cancellation import current_token
 from pipeline.run.runtime import NodeOutcome, Runtime
 from pipeline.scenarios import load_scenario
@@ -26,11 +27,10 @@ TENANT = "team-a"
 
 
 class _Verifier:
-    """The offline Verifier, running `during` while its call is in flight; it declares itself
-    remote, so its attempts are journaled as a Claude agent's are."""
+    """The offline Verifier, running `during` while its call is in flight; `_remote` sets it
+    up as a remote model, so its attempts are journaled as a Claude agent's are."""
 
     model = "test-verifier"
-    remote = True
 
     def __init__(self, during: object) -> None:
         self.during = during
@@ -41,6 +41,13 @@ class _Verifier:
         self.during()  # type: ignore[operator]
         return ModelReply(text=verify(VerifierInput.model_validate_json(payload))
                           .model_dump_json())
+
+
+def _remote(runtime: Runtime, verifier: _Verifier) -> _Verifier:
+    """`verifier` as the runtime's, standing in for a remote model (as Claude's is built)."""
+    runtime.agents.verifier = Retrying(verifier, remote=True)
+    runtime.agents.remote = True
+    return verifier
 
 
 @pytest.fixture
@@ -67,8 +74,8 @@ def _to_verify(runtime: Runtime) -> tuple[str, NodeOutcome]:
 def test_lease__a_second_copy_of_a_running_node_is_refused(runtime: Runtime) -> None:
     run_id, at_verify = _to_verify(runtime)
     seen: list[NodeOutcome] = []
-    runtime.agents.verifier = _Verifier(
-        lambda: seen.append(runtime.run_node(run_id, "verify", at_verify.version)))
+    _remote(runtime, _Verifier(
+        lambda: seen.append(runtime.run_node(run_id, "verify", at_verify.version))))
     first = runtime.run_node(run_id, "verify", at_verify.version)
     assert [o.kind for o in seen] == ["leased"]
     assert first.kind == "committed" and first.next is not None
@@ -86,7 +93,7 @@ def test_lease__a_copy_cancelled_mid_call_commits_nothing_and_keeps_its_attempt(
         assert token is not None
         token.cancel("its run was cancelled")  # what the keeper's next renewal does
 
-    runtime.agents.verifier = _Verifier(cancel_now)
+    _remote(runtime, _Verifier(cancel_now))
     outcome = runtime.run_node(run_id, "verify", at_verify.version)
     assert outcome.kind == "terminal"
     record = runtime.store.get_run(run_id, tenant_id=TENANT)
@@ -106,14 +113,14 @@ def test_lease__a_copy_that_lost_its_lease_mid_call_leaves_the_run_to_the_other(
         assert token is not None
         token.cancel("its node lease was taken over")
 
-    runtime.agents.verifier = _Verifier(lose)
+    _remote(runtime, _Verifier(lose))
     outcome = runtime.run_node(run_id, "verify", at_verify.version)
     assert outcome.kind == "leased"
     head = runtime.store.get_run(run_id, tenant_id=TENANT)
     assert (head.status, head.version) == (RunStatus.RUNNING, at_verify.version)
     # the attempt of the copy that lost is a row with its answer: the next copy reuses that
     # answer (same input bytes) instead of calling the model again
-    second = runtime.agents.verifier = _Verifier(lambda: None)
+    second = _remote(runtime, _Verifier(lambda: None))
     assert runtime.run_node(run_id, "verify", at_verify.version).kind == "committed"
     assert second.calls == 0
     numbers = [a.attempt_number for a in runtime.store.list_attempts(run_id)
