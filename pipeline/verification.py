@@ -255,6 +255,9 @@ class _StoredOutput:
     def step(self, transcript: Transcript, **_: Any) -> ExecutorStep:
         return ExecutorStep(final_output=self.raw)
 
+    def repair(self, *_: Any, **__: Any) -> None:  # a stored output is judged as it is
+        return None
+
 
 class _NoTools:
     """The Planner and knowledge answerer of a bundle: never asked (the graph enters later)."""

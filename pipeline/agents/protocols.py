@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from models.agent import ExecutorStep, KnowledgeAnswer, Plan, PreviousTurn, Transcript
 from models.common import Intent
@@ -40,27 +40,23 @@ class Planner(Protocol):
 
 
 class Executor(Protocol):
-    """One step of the Executor loop: more tool calls, or the final structured output."""
+    """The Executor loop, one step at a time, and the spec's one no-tool structural repair of
+    its final output."""
 
     def step(
         self, transcript: Transcript, *, registry: ToolRegistry, log: AttemptLog | None = None
     ) -> ExecutorStep:
-        """The next step; model calls are recorded in `log`."""
+        """The next step: more tool calls, or the final structured output; model calls are
+        recorded in `log`."""
         ...
-
-
-@runtime_checkable
-class RepairingExecutor(Protocol):
-    """An Executor that can repair the structure of its own final output, without tools: the
-    spec's one no-tool structural repair. An Executor without `repair` sends such an output
-    straight to the fallback."""
 
     def repair(
         self, transcript: Transcript, raw: str, problems: list[str], *,
         log: AttemptLog | None = None,
     ) -> str | None:
-        """A corrected raw output for `raw`, told what was wrong (`problems`); None when this
-        output is not one to repair (nothing is asked)."""
+        """A corrected raw output for `raw`, told what was wrong (`problems`), without tools;
+        None when this output is not one to repair (nothing is asked: it goes straight to the
+        fallback). An Executor without a model never repairs."""
         ...
 
 
