@@ -209,14 +209,14 @@ class ClaudeSingleTurn(ClaudeAgent):
 
 @dataclass
 class ClaudeVerifier(ClaudeSingleTurn):
-    """The Verifier on Claude: a SingleTurnModel for `verify_node` (post-check unchanged)."""
+    """The Verifier on Claude: a `Model` for `verify_node` (post-check unchanged)."""
 
     role: str = "verifier"
 
 
 @dataclass
 class ClaudeComposer(ClaudeSingleTurn):
-    """The Composer on Claude: a SingleTurnModel for `compose_node` (no-new-facts guard
+    """The Composer on Claude: a `Model` for `compose_node` (no-new-facts guard
     unchanged)."""
 
     role: str = "composer"

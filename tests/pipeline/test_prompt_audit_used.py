@@ -26,7 +26,7 @@ from pipeline.scenarios import load_scenario
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools.registry import default_registry
 from pipeline.verification import load_bundle, verify_bundle
-from tests.doubles import ScriptedModel
+from tests.doubles import Scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "samples" / "bundles"
@@ -130,7 +130,7 @@ def test_used__nothing_when_no_model_ran(name: str) -> None:
 
 
 def test_used__a_verifier_that_failed_is_listed_and_the_composer_that_never_ran_is_not() -> None:
-    down = ScriptedModel(model="verifier-double-1").enqueue(
+    down = Scripted(model="verifier-double-1").enqueue(
         ProviderUnavailableError("529"), ProviderUnavailableError("529"))
     outcome = _verify("pass.json", verifier=down)
     assert outcome.fallback_type is not None and outcome.fallback_type.value == \

@@ -48,7 +48,7 @@ from pipeline.rules.verdict import PASS_MIN_GROUNDEDNESS, effective_verdict, rul
 from pipeline.run import nodes
 from pipeline.run.nodes import verify as verify_step
 from pipeline.serialization import canonical_bytes
-from tests.doubles import ScriptedModel, function_model
+from tests.doubles import Scripted, function_model
 
 PROPERTY = settings(max_examples=200, deadline=None)
 verdicts = st.sampled_from(list(Verdict))
@@ -277,7 +277,7 @@ def executor_outputs(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
     return output, failing
 
 
-def recording_composer(payloads: list[bytes]) -> ScriptedModel:
+def recording_composer(payloads: list[bytes]) -> Scripted:
     def compose(payload: bytes) -> str:
         payloads.append(payload)
         return render(ComposerInput.model_validate_json(payload)).model_dump_json()

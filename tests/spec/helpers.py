@@ -29,7 +29,7 @@ from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.model import Model
 from pipeline.verification import VerifiedRun, verify_bundle
-from tests.doubles import ScriptedModel
+from tests.doubles import Scripted
 
 QUERY = "Why is checkout-service returning 500s?"
 WINDOW = TimeWindow(start="2026-11-30T14:00:00Z", end="2026-11-30T15:00:00Z")
@@ -263,9 +263,9 @@ def run(
     )
 
 
-def scripted(*replies: str | Exception) -> ScriptedModel:
-    """A ScriptedModel with these replies queued (none: any call fails the test loudly)."""
-    return ScriptedModel().enqueue(*replies)
+def scripted(*replies: str | Exception) -> Scripted:
+    """A Scripted with these replies queued (none: any call fails the test loudly)."""
+    return Scripted().enqueue(*replies)
 
 
 def answer_text(result: VerifiedRun) -> str:
