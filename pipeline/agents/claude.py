@@ -145,7 +145,7 @@ class ClaudeAgent:
         """This agent's model over its provider, its replies `read` from the responses."""
         return MessagesModel(self.provider, self.model, read, self.prices)
 
-    def retrying(self, model: Model) -> Retrying:
+    def under_policy(self, model: Model) -> Retrying:
         """`model` under this agent's policy, as a remote model: every call is a network
         request, journaled when the AttemptLog has a journal."""
         return Retrying(model, policy=self.policy, remote=True)
@@ -162,7 +162,8 @@ class ClaudeAgent:
         """Send `request` (the same bytes on every attempt) under the retry rules; parse the
         answer tool's input."""
         tool = ANSWER_TOOLS[request.role][0]
-        model = self.retrying(self.messages_model(lambda response: answer_text(response, tool)))
+        model = self.under_policy(
+            self.messages_model(lambda response: answer_text(response, tool)))
         return model.ask(prompt, request.canonical_bytes(), parse=parse,
                          log=log if log is not None else AttemptLog(run_id))
 
@@ -202,9 +203,9 @@ class ClaudeSingleTurn(ClaudeAgent):
         return self.answer_request(self.role, system=prompt.text,
                                    content=[{"type": "text", "text": text}])
 
-    def retrying(self, model: Model | None = None) -> Retrying:
-        """This model (or `model`) under its policy, as a remote model."""
-        return super().retrying(self if model is None else model)
+    def retrying(self) -> Retrying:
+        """This model under its policy, as a remote model."""
+        return self.under_policy(self)
 
 
 @dataclass

@@ -218,7 +218,7 @@ class ClaudeExecutor(ClaudeAgent):
               ) -> MessagesResponse:
         # The reply's text is the whole answer (content and stop reason), so the journal
         # keeps what a redelivered copy of this turn needs to go on without a second request.
-        model = self.retrying(self.messages_model(_answer_json))
+        model = self.under_policy(self.messages_model(_answer_json))
         return model.ask(prompt, request.canonical_bytes(), parse=_answer_from_json, log=log)
 
     def _map(

@@ -141,7 +141,7 @@ class RetryPolicy:
 
 IMMEDIATE = RetryPolicy(transient_max_retries=1, transient_budget_s=0.0, backoff_base_s=0.0)
 """The spec's minimal harness: one retry of any retryable failure, no waiting. Used when
-neither the `AttemptLog` nor the model brings a policy (test doubles, `verity verify`)."""
+neither the `AttemptLog` nor the `Retrying` wrapper brings a policy (bare models, test doubles)."""
 
 
 @dataclass
@@ -150,8 +150,8 @@ class AttemptLog:
 
     `start` seeds the per-role counters (`{"executor": 3}`: the next executor attempt is 4);
     `token_budget` (0 = unlimited) is checked before each call against `tokens_used`, which
-    every reply's tokens are added to. `policy`, when set, wins over the model's own (a Claude
-    agent carries the one its settings configure); with neither, `IMMEDIATE`.
+    every reply's tokens are added to. `policy`, when set, wins over the `Retrying` wrapper's
+    (a Claude model is wrapped in the one its settings configure); with neither, `IMMEDIATE`.
 
     `journal`, when set, receives the attempts of remote models as they happen (see the module
     docstring); they land in `journaled` (already stored: never commit them), the others in
