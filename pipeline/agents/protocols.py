@@ -3,9 +3,8 @@
 The single-turn roles (Verifier, Composer) are `Model`s (`pipeline.model`, the one door to a
 model; a Claude one comes wrapped in its retry policy); the Planner, the Executor and the
 knowledge answerer are agents with their own shapes below, whose Claude implementations call
-the same door. Intent routing and
-knowledge validation are deterministic functions, carried with the agents so a runtime factory
-can swap them with the rest.
+the same door. Intent routing and knowledge validation are deterministic functions, carried with
+the agents so a runtime factory can swap them with the rest.
 """
 
 from __future__ import annotations
