@@ -43,6 +43,7 @@ from pipeline.providers.messages import (  # noqa: E402
     Usage,
     tool_use_response,
 )
+from pipeline.run.attempts import Retrying  # noqa: E402
 from pipeline.scenarios import list_scenarios, load_scenario, scenario_path  # noqa: E402
 from pipeline.sources.scenario import ScenarioSource  # noqa: E402
 from pipeline.verification import verify_bundle  # noqa: E402
@@ -163,8 +164,9 @@ def _scenario(name: str, settings: VeritySettings) -> tuple[dict[str, Any], dict
         if not sent[role]:
             raise SystemExit(f"{name}: no {role} request was sent ({claude.status}, "
                              f"{claude.fallback_type}): the ratio would be meaningless")
-        agent = agent_of[role]
-        assert isinstance(agent, ClaudeSingleTurn)
+        wrapped = agent_of[role]
+        assert isinstance(wrapped, Retrying) and isinstance(wrapped.inner, ClaudeSingleTurn)
+        agent = wrapped.inner
         real = sent[role][0].body()
         naive = _naive_request(agent, role, naive_content).body()
         bodies[role], bodies[f"naive_{role}"] = real, naive

@@ -27,11 +27,11 @@ from cli.runs import TenantOption, tenant_of
 from cli.schemas import SCHEMAS
 from models.bundle import FinalAnswer, RunResult
 from models.run import RunRecord
-from pipeline.agents.base import SingleTurnModel
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import BundleError, InputError, StoreError, VerityError
+from pipeline.model import Model
 from pipeline.store import RunStore
 from pipeline.verification import load_bundle, verify_bundle
 
@@ -86,7 +86,7 @@ _MISSING_KEY = ("ANTHROPIC_API_KEY is not set: set it to verify with Claude, or 
 
 def _verify_models(
     provider: VerifyProvider, settings: VeritySettings
-) -> tuple[SingleTurnModel, SingleTurnModel]:
+) -> tuple[Model, Model]:
     """The Verifier and Composer of `verity verify`: the offline ones, or Claude's built as a
     live run builds them (`claude_agents`: model per role, ANTHROPIC_BASE_URL, retries)."""
     if provider is VerifyProvider.OFFLINE:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.agents.base import SingleTurnModel
 from pipeline.agents.claude import (
     ClaudeComposer,
     ClaudeKnowledgeAnswerer,
@@ -21,6 +20,7 @@ from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.planner import OfflinePlanner, classify_intent
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.config import VeritySettings, resolve_database_url
+from pipeline.model import Model
 from pipeline.providers.messages import MessagesProvider
 from pipeline.providers.pricing import load_prices
 from pipeline.run.attempts import RetryPolicy
@@ -74,18 +74,19 @@ def claude_agents(
             **options("executor"), max_turns=settings.executor_max_turns,
             max_tool_calls=settings.executor_max_tool_calls,
             max_continuations=settings.executor_max_continuations),
-        verifier=ClaudeVerifier(**options("verifier")),
-        composer=ClaudeComposer(**options("composer")),
+        verifier=ClaudeVerifier(**options("verifier")).retrying(),
+        composer=ClaudeComposer(**options("composer")).retrying(),
         knowledge=ClaudeKnowledgeAnswerer(**options("knowledge")),
         classify_intent=classify_intent,
         validate_knowledge=validate_knowledge_answer,
+        remote=True,
     )
 
 
 def batch_judges(
     settings: VeritySettings, provider: str, *, message_batches: bool = False,
     max_batch: int = 100,
-) -> tuple[SingleTurnModel, SingleTurnModel]:
+) -> tuple[Model, Model]:
     """The Verifier and Composer a re-verification batch uses for `provider`. With
     `message_batches` (anthropic only), their requests go through the Message Batches API:
     concurrent calls are gathered into one batch of up to `max_batch` requests, polled, and

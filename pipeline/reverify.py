@@ -28,9 +28,9 @@ from models.batch import (
 from models.bundle import RunBundle
 from models.common import Verdict
 from models.run import LlmAttempt, RunRecord
-from pipeline.agents.base import SingleTurnModel
 from pipeline.config import VeritySettings
 from pipeline.errors import StoreError
+from pipeline.model import Model
 from pipeline.verification import verify_bundle
 
 NULL = NULL_VERDICT
@@ -44,8 +44,8 @@ def verdict_label(verdict: str | None) -> str:
 
 
 def judge(
-    seq: int, bundle: RunBundle, stored: RunRecord, *, verifier: SingleTurnModel,
-    composer: SingleTurnModel, settings: VeritySettings | None = None,
+    seq: int, bundle: RunBundle, stored: RunRecord, *, verifier: Model,
+    composer: Model, settings: VeritySettings | None = None,
 ) -> tuple[ItemResult, list[LlmAttempt]]:
     """Re-judge one stored run: its new outcome beside the stored one, and today's model
     attempts."""
@@ -229,7 +229,7 @@ class ChunkOutcome:
     """Why it stopped before its end: the batch was cancelled or had ended."""
 
 
-Judges = tuple[SingleTurnModel, SingleTurnModel]
+Judges = tuple[Model, Model]
 """The Verifier and the Composer a batch re-judges with."""
 
 
@@ -300,7 +300,7 @@ def judge_chunk(
 
 def _judge_one(
     seq: int, run_id: str, entry: tuple[RunRecord, RunBundle] | str, *,
-    verifier: SingleTurnModel, composer: SingleTurnModel, settings: VeritySettings | None,
+    verifier: Model, composer: Model, settings: VeritySettings | None,
 ) -> tuple[ItemResult, list[LlmAttempt]]:
     if isinstance(entry, str):
         return failed_item(seq, run_id, entry), []

@@ -16,11 +16,11 @@ from models.agent import ExecutorStep, KnowledgeAnswer, Plan, Transcript
 from models.bundle import RunBundle, RunResult
 from models.run import LlmAttempt
 from models.state import NextStep, PipelineState, RuntimeState
-from pipeline.agents.base import SingleTurnModel
 from pipeline.agents.protocols import Agents
 from pipeline.config import VeritySettings
 from pipeline.errors import BundleError
 from pipeline.inprocess import MemoryRun, drive
+from pipeline.model import Model
 from pipeline.rules.routing import Node
 from pipeline.run.evaluation import run_result
 from pipeline.run.graph import GRAPH, GraphError
@@ -217,8 +217,8 @@ def _check_path(path: str, limits: VeritySettings) -> None:
 def verify_bundle(
     bundle: RunBundle,
     *,
-    verifier: SingleTurnModel,
-    composer: SingleTurnModel,
+    verifier: Model,
+    composer: Model,
     run_id: str | None = None,
     settings: VeritySettings | None = None,
 ) -> VerifiedRun:
@@ -254,6 +254,9 @@ class _StoredOutput:
 
     def step(self, transcript: Transcript, **_: Any) -> ExecutorStep:
         return ExecutorStep(final_output=self.raw)
+
+    def repair(self, *_: Any, **__: Any) -> None:  # a stored output is judged as it is
+        return None
 
 
 class _NoTools:

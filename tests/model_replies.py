@@ -38,13 +38,13 @@ from typing import Any, Literal
 
 from fake_anthropic import FakeAnthropic
 from models.composer import ComposerInput, ComposerReply
-from pipeline.agents.base import ModelReply
 from pipeline.agents.claude_executor import SUBMIT_EVIDENCE
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.config import VeritySettings
 from pipeline.errors import VerityError
 from pipeline.factory import build_runtime, claude_agents, resolve_scenario
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
 from pipeline.run.runtime import Runtime
 from pipeline.scenarios import load_scenario

@@ -61,7 +61,6 @@ from typing import Any
 from models.agent import ExecutorStep, ExecutorTurn, ToolCallRequest, Transcript
 from models.executor import ExecutorEvidenceV2
 from models.invocation import TOOL_CALL_ID_PATTERN, LifecycleStatus, ToolInvocation
-from pipeline.agents.base import ModelReply
 from pipeline.agents.claude import (
     ClaudeAgent,
     contract_tool,
@@ -73,7 +72,7 @@ from pipeline.agents.views import dumps
 from pipeline.ids import mint_tool_call_id
 from pipeline.prompts import Prompt, load_prompt
 from pipeline.providers.messages import JSON, MessagesRequest, MessagesResponse
-from pipeline.run.attempts import AttemptLog, attempt_call
+from pipeline.run.attempts import AttemptLog
 from pipeline.tools.registry import ToolRegistry
 
 SUBMIT_EVIDENCE = "submit_evidence"
@@ -219,13 +218,8 @@ class ClaudeExecutor(ClaudeAgent):
               ) -> MessagesResponse:
         # The reply's text is the whole answer (content and stop reason), so the journal
         # keeps what a redelivered copy of this turn needs to go on without a second request.
-        def call() -> ModelReply:
-            response = self.provider.send(request)
-            return self.reply(response, _answer_json(response))
-
-        return attempt_call(call, role="executor", prompt=prompt, digest=request.sha256(),
-                            model=self.model, parse=_answer_from_json, log=log,
-                            policy=self.policy, remote=self.remote)
+        model = self.under_policy(self.messages_model(_answer_json))
+        return model.ask(prompt, request.canonical_bytes(), parse=_answer_from_json, log=log)
 
     def _map(
         self,

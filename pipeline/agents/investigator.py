@@ -76,6 +76,14 @@ class OfflineExecutor:
             return ExecutorStep(tool_calls=requests_for(transcript, steps))
         return ExecutorStep(final_output=final_output(transcript))
 
+    def repair(
+        self, transcript: Transcript, raw: str, problems: list[str], *,
+        log: object | None = None,
+    ) -> str | None:
+        """None: the deterministic output is not repaired (a failing one goes to the
+        fallback)."""
+        return None
+
 
 def calls_of(transcript: Transcript) -> list[CallView]:
     """Every invocation the transcript holds, in order."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from models.executor import ClaimKind, ClaimStatus
 from models.gatekeeper import VerifiedClaim, VerifiedEvidence
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
-from pipeline.agents.base import ModelReply
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, extract_facts
 from pipeline.rules.guards import evidence_facts, scope_problem

@@ -1,22 +1,23 @@
 """What the graph's node bodies ask of the agents: one protocol per role, and the set a run uses.
 
-The single-turn roles (Verifier, Composer) are `SingleTurnModel`s (`pipeline.agents.base`); the
-Planner, the Executor and the knowledge answerer have their own shapes below. Intent routing and
-knowledge validation are deterministic functions, carried with the agents so a runtime factory
-can swap them with the rest.
+The single-turn roles (Verifier, Composer) are `Model`s (`pipeline.model`, the one door to a
+model; a Claude one comes wrapped in its retry policy); the Planner, the Executor and the
+knowledge answerer are agents with their own shapes below, whose Claude implementations call
+the same door. Intent routing and knowledge validation are deterministic functions, carried with
+the agents so a runtime factory can swap them with the rest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from models.agent import ExecutorStep, KnowledgeAnswer, Plan, PreviousTurn, Transcript
 from models.common import Intent
 from models.invocation import ToolInvocation
 from models.verifier import EvidenceGap
-from pipeline.agents.base import SingleTurnModel
+from pipeline.model import Model
 from pipeline.run.attempts import AttemptLog
 from pipeline.tools.registry import ToolRegistry
 
@@ -38,27 +39,23 @@ class Planner(Protocol):
 
 
 class Executor(Protocol):
-    """One step of the Executor loop: more tool calls, or the final structured output."""
+    """The Executor loop, one step at a time, and the spec's one no-tool structural repair of
+    its final output."""
 
     def step(
         self, transcript: Transcript, *, registry: ToolRegistry, log: AttemptLog | None = None
     ) -> ExecutorStep:
-        """The next step; model calls are recorded in `log`."""
+        """The next step: more tool calls, or the final structured output; model calls are
+        recorded in `log`."""
         ...
-
-
-@runtime_checkable
-class RepairingExecutor(Protocol):
-    """An Executor that can repair the structure of its own final output, without tools: the
-    spec's one no-tool structural repair. An Executor without `repair` sends such an output
-    straight to the fallback."""
 
     def repair(
         self, transcript: Transcript, raw: str, problems: list[str], *,
         log: AttemptLog | None = None,
     ) -> str | None:
-        """A corrected raw output for `raw`, told what was wrong (`problems`); None when this
-        output is not one to repair (nothing is asked)."""
+        """A corrected raw output for `raw`, told what was wrong (`problems`), without tools;
+        None when this output is not one to repair (nothing is asked: it goes straight to the
+        fallback). An Executor without a model never repairs."""
         ...
 
 
@@ -78,8 +75,11 @@ class Agents:
 
     planner: Planner
     executor: Executor
-    verifier: SingleTurnModel
-    composer: SingleTurnModel
+    verifier: Model
+    composer: Model
     knowledge: KnowledgeAnswerer
     classify_intent: Callable[[str], Intent]
     validate_knowledge: Callable[[KnowledgeAnswer, ToolInvocation], list[str]]
+    remote: bool = False
+    """Some agent sends network requests: the runtime journals their attempts as they happen
+    and abandons the in-flight rows of a copy that died (said by whoever builds the set)."""

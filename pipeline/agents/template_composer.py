@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.composer import ComposerInput
-from pipeline.agents.base import ModelReply
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
 from pipeline.rules.statements import self_statements
 

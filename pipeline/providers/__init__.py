@@ -11,7 +11,6 @@ from pipeline.providers.messages import (
     MessagesProvider,
     MessagesRequest,
     MessagesResponse,
-    ScriptedProvider,
     Usage,
 )
 from pipeline.providers.pricing import PriceTable, cost_usd, load_prices
@@ -22,7 +21,6 @@ __all__ = [
     "MessagesRequest",
     "MessagesResponse",
     "PriceTable",
-    "ScriptedProvider",
     "Usage",
     "cost_usd",
     "load_prices",

@@ -1,4 +1,4 @@
-"""Provider-neutral Messages requests and responses, the provider protocol, and a test double.
+"""Provider-neutral Messages requests and responses, and the provider protocol.
 
 Agents build a `MessagesRequest` (system text, messages, tools as plain dicts in the Messages
 API's shape) and get a `MessagesResponse` back (content blocks as plain dicts). Nothing here
@@ -8,12 +8,10 @@ imports a provider SDK: `pipeline/providers/anthropic.py` is the one module that
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pipeline.run.cancellation import raise_if_cancelled
 from pipeline.serialization import sha256_hex
 
 JSON = dict[str, Any]
@@ -63,6 +61,18 @@ class MessagesRequest:
     def sha256(self) -> str:
         """sha256 of `canonical_bytes`: the input digest of the attempt rows."""
         return sha256_hex(self.canonical_bytes())
+
+    @classmethod
+    def from_canonical(cls, role: str, data: bytes) -> MessagesRequest:
+        """The request whose `canonical_bytes` are `data` (the caching marks `body` adds are
+        taken off again): what a `MessagesModel` is given to send."""
+        body = json.loads(data)
+        tools = [dict(t) for t in body.get("tools", ())]
+        if tools:
+            tools[-1].pop("cache_control", None)
+        return cls(role=role, model=body["model"], system=body["system"][0]["text"],
+                   messages=body["messages"], max_tokens=body["max_tokens"], tools=tools,
+                   tool_choice=body.get("tool_choice"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,29 +126,6 @@ class MessagesProvider(Protocol):
     def send(self, request: MessagesRequest) -> MessagesResponse:
         """The provider's answer to `request`."""
         ...
-
-
-@dataclass
-class ScriptedProvider:
-    """A test double: answers from a queue (a response or an exception), recording requests."""
-
-    replies: deque[MessagesResponse | Exception] = field(default_factory=deque)
-    requests: list[MessagesRequest] = field(default_factory=list)
-
-    def enqueue(self, *replies: MessagesResponse | Exception) -> ScriptedProvider:
-        """Add replies in order; returns self for chaining."""
-        self.replies.extend(replies)
-        return self
-
-    def send(self, request: MessagesRequest) -> MessagesResponse:
-        """Pop the next reply; raise it if it is an exception. With a cancel token bound and
-        set, RunCancelledError and nothing is popped or recorded (no request was sent)."""
-        raise_if_cancelled(f"{request.role} ({request.model})")
-        self.requests.append(request)
-        reply = self.replies.popleft()
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
 
 
 def tool_use_response(

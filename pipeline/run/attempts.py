@@ -18,6 +18,11 @@ an `LlmAttempt` row with the input's sha256, tokens and cost. Attempt numbers co
 across calls made through one `AttemptLog` and can be seeded (`start`) so a node continues the
 numbering its predecessors persisted. Exhaustion raises `AttemptsExhaustedError`.
 
+The wrapper. `Retrying` puts these rules around any `Model` (`pipeline.model`, the one door): its
+`ask` is the call with retries. Whoever builds the model gives the wrapper its policy and says
+whether the model sends network requests (`remote`); nothing is looked up on the model itself. A
+bare `Model` handed to `call_with_retry` is a local one under the log's policy.
+
 The journal. A model that sends network requests (`remote=True`: the Claude agents) called
 through an `AttemptLog` with a `journal` (the run store) gets its rows written as they happen:
 an `in_flight` row before the request goes out, numbered by the journal (one above the highest
@@ -42,7 +47,6 @@ from typing import Any, Protocol, TypeVar
 from pydantic import ValidationError
 
 from models.run import LlmAttempt
-from pipeline.agents.base import ModelReply, SingleTurnModel, sends_requests
 from pipeline.errors import (
     AttemptsExhaustedError,
     BudgetExceededError,
@@ -52,6 +56,7 @@ from pipeline.errors import (
     ProviderUnavailableError,
     RunCancelledError,
 )
+from pipeline.model import Model, ModelReply
 from pipeline.prompts import Prompt, load_prompt
 from pipeline.run.cancellation import CancelToken, current_token
 from pipeline.serialization import sha256_hex
@@ -63,6 +68,7 @@ __all__ = [
     "AttemptLog",
     "AttemptsExhaustedError",
     "RetryPolicy",
+    "Retrying",
     "attempt_call",
     "call_with_retry",
 ]
@@ -135,7 +141,7 @@ class RetryPolicy:
 
 IMMEDIATE = RetryPolicy(transient_max_retries=1, transient_budget_s=0.0, backoff_base_s=0.0)
 """The spec's minimal harness: one retry of any retryable failure, no waiting. Used when
-neither the `AttemptLog` nor the model brings a policy (test doubles, `verity verify`)."""
+neither the `AttemptLog` nor the `Retrying` wrapper brings a policy (bare models, test doubles)."""
 
 
 @dataclass
@@ -144,8 +150,8 @@ class AttemptLog:
 
     `start` seeds the per-role counters (`{"executor": 3}`: the next executor attempt is 4);
     `token_budget` (0 = unlimited) is checked before each call against `tokens_used`, which
-    every reply's tokens are added to. `policy`, when set, wins over the model's own (a Claude
-    agent carries the one its settings configure); with neither, `IMMEDIATE`.
+    every reply's tokens are added to. `policy`, when set, wins over the `Retrying` wrapper's
+    (a Claude model is wrapped in the one its settings configure); with neither, `IMMEDIATE`.
 
     `journal`, when set, receives the attempts of remote models as they happen (see the module
     docstring); they land in `journaled` (already stored: never commit them), the others in
@@ -188,8 +194,41 @@ class AttemptLog:
                              + reply.cache_read_tokens + reply.cache_write_tokens)
 
 
+@dataclass(frozen=True)
+class Retrying:
+    """A `Model` under the runtime's retry rules, every attempt a row (see the module
+    docstring). `policy` applies unless the `AttemptLog` brings one (with neither,
+    `IMMEDIATE`); `remote`: the model sends network requests, so with a journal on the log its
+    attempts are journaled as they happen. It is a `Model` itself: `respond` is one plain call."""
+
+    inner: Model
+    policy: RetryPolicy | None = None
+    remote: bool = False
+
+    @property
+    def model(self) -> str:
+        """The wrapped model's name."""
+        return self.inner.model
+
+    def respond(self, prompt: Prompt, payload: bytes) -> ModelReply:
+        """One call of the wrapped model: no retry, no row."""
+        return self.inner.respond(prompt, payload)
+
+    def ask(
+        self, prompt: Prompt, payload: bytes, *, parse: Callable[[str], T], log: AttemptLog,
+        cycle: int | None = None,
+    ) -> T:
+        """Call the model on the same `payload` bytes until `parse` accepts its answer or the
+        policy gives up; return the parsed answer. The attempts' role is `prompt.role`."""
+        return attempt_call(
+            lambda: self.inner.respond(prompt, payload), role=prompt.role, prompt=prompt,
+            digest=sha256_hex(payload), model=self.inner.model, parse=parse, log=log,
+            cycle=cycle, policy=self.policy, remote=self.remote,
+        )
+
+
 def call_with_retry(
-    model: SingleTurnModel,
+    model: Model | Retrying,
     *,
     role: str,
     payload: bytes,
@@ -197,15 +236,10 @@ def call_with_retry(
     log: AttemptLog,
     cycle: int | None = None,
 ) -> T:
-    """Call `model` on the same `payload` bytes until `parse` accepts its answer or the
-    policy gives up; return the parsed answer. See the module docstring for the rules."""
-    prompt = load_prompt(role)
-    own = getattr(model, "policy", None)
-    return attempt_call(
-        lambda: model.respond(prompt, payload), role=role, prompt=prompt,
-        digest=sha256_hex(payload), model=model.model, parse=parse, log=log, cycle=cycle,
-        policy=own if isinstance(own, RetryPolicy) else None, remote=sends_requests(model),
-    )
+    """`role`'s prompt and `payload` through `model` with retries (`Retrying.ask`); a bare
+    `Model` is wrapped as a local one with no policy of its own."""
+    retrying = model if isinstance(model, Retrying) else Retrying(model)
+    return retrying.ask(load_prompt(role), payload, parse=parse, log=log, cycle=cycle)
 
 
 def attempt_call(

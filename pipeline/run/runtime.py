@@ -20,7 +20,6 @@ from models.common import Intent, RunStatus
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from models.run import RunHead
 from models.state import NextStep, PipelineState, RuntimeState
-from pipeline.agents.base import sends_requests
 from pipeline.agents.protocols import Agents
 from pipeline.config import VeritySettings
 from pipeline.errors import (
@@ -237,10 +236,7 @@ class Runtime:
     @property
     def _remote(self) -> bool:
         """Whether any agent sends network requests (its attempts are journaled)."""
-        agents = self.agents
-        return any(sends_requests(a) for a in (agents.planner, agents.executor,
-                                               agents.verifier, agents.composer,
-                                               agents.knowledge))
+        return self.agents.remote
 
     def _call_tool(self, head: RunHead, pending: ToolInvocation) -> ToolInvocation:
         request = ToolCallRequest(tool_call_id=pending.tool_call_id,

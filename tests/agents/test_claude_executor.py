@@ -20,9 +20,10 @@ from pipeline.agents.claude_executor import (
 )
 from pipeline.agents.views import answer_schema
 from pipeline.prompts import load_prompt
-from pipeline.providers.messages import MessagesResponse, ScriptedProvider
+from pipeline.providers.messages import MessagesResponse
 from pipeline.rules.executor_output import parse_executor_output
 from pipeline.tools import default_registry
+from tests.doubles import Scripted
 from tests.providers.helpers import FORCING_MODEL, MODEL, USAGE, log, text_reply
 from tests.spec.helpers import QUERY, gap, good_output, logs_invocation
 
@@ -67,12 +68,12 @@ def first_turn() -> ExecutorTurn:
     return ExecutorTurn(tool_calls=calls, results=[logs, error_invocation()])
 
 
-def executor(provider: ScriptedProvider, model: str = MODEL, **kw: Any) -> ClaudeExecutor:
+def executor(provider: Scripted, model: str = MODEL, **kw: Any) -> ClaudeExecutor:
     return ClaudeExecutor(provider, model, **kw)
 
 
 def test_executor__first_step_asks_for_tools_with_tool_use_ids_as_tool_call_ids() -> None:
-    provider = ScriptedProvider().enqueue(uses((ID_LOGS, "search_logs", LOGS),
+    provider = Scripted().enqueue(uses((ID_LOGS, "search_logs", LOGS),
                                                (ID_METRICS, "query_metrics", METRICS)))
     step = executor(provider).step(transcript(), registry=default_registry())
     assert step.final_output is None
@@ -127,7 +128,7 @@ def test_executor__gaps_and_previous_turn_are_framed_as_data() -> None:
 
 
 def test_executor__submitted_evidence_is_the_final_output() -> None:
-    provider = ScriptedProvider().enqueue(submit(good_output()))
+    provider = Scripted().enqueue(submit(good_output()))
     step = executor(provider).step(transcript(first_turn()), registry=default_registry())
     assert step.tool_calls == [] and step.final_output is not None
     parsed = parse_executor_output(step.final_output)
@@ -140,7 +141,7 @@ def test_executor__submitted_evidence_is_the_final_output() -> None:
 def test_executor__identical_call_is_refused_and_the_model_told_so() -> None:
     again = "toolu_01AgainAgainAgainAgain000"
     fresh = "toolu_01FreshFreshFreshFresh00"
-    provider = ScriptedProvider().enqueue(
+    provider = Scripted().enqueue(
         uses((again, "search_logs", dict(reversed(list(LOGS.items()))))),  # same call, key order
         uses((fresh, "get_events", {"service": "checkout-service"})))
     attempts = log()
@@ -162,7 +163,7 @@ def test_executor__duplicates_in_a_mixed_reply_are_dropped() -> None:
     fresh = "toolu_01FreshFreshFreshFresh00"
     twin = "toolu_01TwinTwinTwinTwinTwin00"
     events = {"service": "checkout-service", "type": "Warning"}
-    provider = ScriptedProvider().enqueue(uses(
+    provider = Scripted().enqueue(uses(
         ("toolu_01DupDupDupDupDupDup000", "search_logs", LOGS),
         (fresh, "get_events", events), (twin, "get_events", events)))
     step = executor(provider).step(transcript(first_turn()), registry=default_registry())
@@ -172,7 +173,7 @@ def test_executor__duplicates_in_a_mixed_reply_are_dropped() -> None:
 
 def test_executor__only_refused_calls_until_the_bound_is_not_a_contract() -> None:
     dup = uses(("toolu_01DupDupDupDupDupDup000", "search_logs", LOGS))
-    provider = ScriptedProvider().enqueue(dup, dup, dup)
+    provider = Scripted().enqueue(dup, dup, dup)
     step = executor(provider, max_continuations=2).step(transcript(first_turn()),
                                                         registry=default_registry())
     assert step.tool_calls == [] and step.final_output is not None
@@ -182,7 +183,7 @@ def test_executor__only_refused_calls_until_the_bound_is_not_a_contract() -> Non
 
 def test_executor__pause_turn_is_continued_with_the_partial_content() -> None:
     paused = uses(stop_reason="pause_turn", text="Still looking")
-    provider = ScriptedProvider().enqueue(paused, uses((ID_LOGS, "search_logs", LOGS)))
+    provider = Scripted().enqueue(paused, uses((ID_LOGS, "search_logs", LOGS)))
     attempts = log()
     step = executor(provider).step(transcript(), registry=default_registry(), log=attempts)
     assert [c.tool_call_id for c in step.tool_calls] == [ID_LOGS]
@@ -194,7 +195,7 @@ def test_executor__pause_turn_is_continued_with_the_partial_content() -> None:
 
 @pytest.mark.parametrize("stop_reason", ["max_tokens", "refusal", "model_context_window_exceeded"])
 def test_executor__cut_or_refused_output_is_not_a_legal_contract(stop_reason: str) -> None:
-    provider = ScriptedProvider().enqueue(
+    provider = Scripted().enqueue(
         uses((ID_LOGS, SUBMIT_EVIDENCE, {"claims": []}), stop_reason=stop_reason))
     step = executor(provider).step(transcript(), registry=default_registry())
     assert step.tool_calls == [] and step.final_output is not None
@@ -204,7 +205,7 @@ def test_executor__cut_or_refused_output_is_not_a_legal_contract(stop_reason: st
 
 @pytest.mark.parametrize(("model", "forced"), [(FORCING_MODEL, True), (MODEL, False)])
 def test_executor__last_turn_must_submit(model: str, forced: bool) -> None:
-    provider = ScriptedProvider().enqueue(submit(good_output()))
+    provider = Scripted().enqueue(submit(good_output()))
     step = executor(provider, model, max_turns=1).step(transcript(first_turn()),
                                                         registry=default_registry())
     assert step.final_output is not None and parse_executor_output(step.final_output).ok
@@ -215,7 +216,7 @@ def test_executor__last_turn_must_submit(model: str, forced: bool) -> None:
 
 
 def test_executor__tools_asked_for_on_the_last_turn_are_not_run() -> None:
-    provider = ScriptedProvider().enqueue(uses(("toolu_01LateLateLateLateLate00",
+    provider = Scripted().enqueue(uses(("toolu_01LateLateLateLateLate00",
                                                 "get_events", {})))
     step = executor(provider, max_turns=1).step(transcript(first_turn()),
                                                 registry=default_registry())
@@ -225,25 +226,25 @@ def test_executor__tools_asked_for_on_the_last_turn_are_not_run() -> None:
 
 def test_executor__tool_calls_per_turn_are_bounded() -> None:
     calls = [(f"toolu_01Call{n:022d}", "search_logs", {"limit": n + 1}) for n in range(10)]
-    provider = ScriptedProvider().enqueue(uses(*calls))
+    provider = Scripted().enqueue(uses(*calls))
     step = executor(provider, max_tool_calls=3).step(transcript(), registry=default_registry())
     assert [c.arguments["limit"] for c in step.tool_calls] == [1, 2, 3]
 
 
 def test_executor__a_text_answer_is_passed_to_the_runtime_parser() -> None:
-    provider = ScriptedProvider().enqueue(text_reply("I could not find anything."))
+    provider = Scripted().enqueue(text_reply("I could not find anything."))
     step = executor(provider).step(transcript(), registry=default_registry())
     assert step.final_output == "I could not find anything."
 
 
 def test_executor__a_gateway_id_of_another_shape_is_replaced() -> None:
-    provider = ScriptedProvider().enqueue(uses(("call:1/odd", "search_logs", LOGS)))
+    provider = Scripted().enqueue(uses(("call:1/odd", "search_logs", LOGS)))
     (call,) = executor(provider).step(transcript(), registry=default_registry()).tool_calls
     assert call.tool_call_id.startswith("toolu_01") and len(call.tool_call_id) == 30
 
 
 def test_executor__attempt_numbers_continue_from_the_seed() -> None:
-    provider = ScriptedProvider().enqueue(uses((ID_LOGS, "search_logs", LOGS)))
+    provider = Scripted().enqueue(uses((ID_LOGS, "search_logs", LOGS)))
     attempts = log(start={"executor": 3})
     executor(provider).step(transcript(), registry=default_registry(), log=attempts)
     (row,) = attempts.attempts
@@ -271,7 +272,7 @@ def test_executor__a_turn_is_replayed_with_its_thinking_block() -> None:
     twin = "toolu_01TwinTwinTwinTwinTwin00"
     first = uses((ID_LOGS, "search_logs", LOGS), (twin, "search_logs", LOGS),
                  text="Checking the logs.")
-    provider = ScriptedProvider().enqueue(first, submit(good_output()))
+    provider = Scripted().enqueue(first, submit(good_output()))
     agent = executor(provider)
     step = agent.step(transcript(), registry=default_registry())
     assert [c.tool_call_id for c in step.tool_calls] == [ID_LOGS]
@@ -288,7 +289,7 @@ def test_executor__a_turn_is_replayed_with_its_thinking_block() -> None:
 
 def test_executor__calls_over_the_bound_are_answered_as_not_run_on_replay() -> None:
     calls = [(f"toolu_01Call{n:022d}", "search_logs", {"limit": n + 1}) for n in range(3)]
-    provider = ScriptedProvider().enqueue(uses(*calls), submit(good_output()))
+    provider = Scripted().enqueue(uses(*calls), submit(good_output()))
     agent = executor(provider, max_tool_calls=2)
     step = agent.step(transcript(), registry=default_registry())
     results = [logs_result(c.tool_call_id) for c in step.tool_calls]
@@ -300,7 +301,7 @@ def test_executor__calls_over_the_bound_are_answered_as_not_run_on_replay() -> N
 
 
 def test_executor__a_model_without_default_thinking_gets_native_blocks_on_a_miss() -> None:
-    provider = ScriptedProvider().enqueue(submit(good_output()))
+    provider = Scripted().enqueue(submit(good_output()))
     executor(provider, FORCING_MODEL).step(transcript(first_turn()), registry=default_registry())
     messages = provider.requests[0].messages
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
@@ -327,7 +328,7 @@ def test_executor__a_refused_duplicate_is_named_after_the_turn_went_through_the_
     """The runtime persists the turn (content, refusals) and a fresh executor — another
     worker — replays it: the model is still told which id was duplicated."""
     same = "toolu_01SameSameSameSameSame00"
-    provider = ScriptedProvider().enqueue(
+    provider = Scripted().enqueue(
         uses((same, "search_logs", LOGS), (same, "get_events", {"service": "checkout-service"})),
         submit(good_output()))
     step = executor(provider).step(transcript(), registry=default_registry())
@@ -355,7 +356,7 @@ def test_executor__replay_cache_is_bounded() -> None:
 def test_executor__a_paused_turn_is_replayed_whole() -> None:
     paused = uses(stop_reason="pause_turn", text="Still looking")
     asked = uses((ID_LOGS, "search_logs", LOGS))
-    provider = ScriptedProvider().enqueue(paused, asked, submit(good_output()))
+    provider = Scripted().enqueue(paused, asked, submit(good_output()))
     agent = executor(provider)
     step = agent.step(transcript(), registry=default_registry())
     agent.step(next_transcript(transcript(), step.tool_calls, [logs_result(ID_LOGS)]),
@@ -369,7 +370,7 @@ def test_executor__a_second_action_with_a_used_tool_use_id_is_an_error_not_a_cal
     the second is classified as an error and never overwrites the first."""
     same = "toolu_01SameSameSameSameSame00"
     events = {"service": "checkout-service"}
-    provider = ScriptedProvider().enqueue(
+    provider = Scripted().enqueue(
         uses((same, "search_logs", LOGS), (same, "get_events", events)), submit(good_output()))
     agent = executor(provider)
     step = agent.step(transcript(), registry=default_registry())
@@ -385,7 +386,7 @@ def test_executor__a_second_action_with_a_used_tool_use_id_is_an_error_not_a_cal
 
 
 def test_executor__a_tool_use_id_reused_from_an_earlier_turn_is_refused() -> None:
-    provider = ScriptedProvider().enqueue(
+    provider = Scripted().enqueue(
         uses((ID_LOGS, "get_events", {"service": "checkout-service"})),
         uses(("toolu_01FreshFreshFreshFresh00", "get_events", {"service": "payment-db"})))
     step = executor(provider).step(transcript(first_turn()), registry=default_registry())

@@ -24,9 +24,10 @@ from pipeline.errors import (
     ProviderRejectedError,
     ProviderUnavailableError,
 )
-from pipeline.providers.messages import ScriptedProvider, Usage
+from pipeline.providers.messages import Usage
 from pipeline.run.attempts import IMMEDIATE, AttemptLog, RetryPolicy, call_with_retry
 from pipeline.serialization import sha256_hex
+from tests.doubles import Scripted
 from tests.providers.helpers import MODEL, USAGE, USAGE_COST, Sleeps, log, text_reply, tool_reply
 from tests.spec.helpers import composer_reply, verifier_reply
 
@@ -35,9 +36,9 @@ GOOD = verifier_reply("PASS", {"c1": "direct_observation"})
 SUBMIT = "submit_verification"
 
 
-def verify(provider: ScriptedProvider, attempts: AttemptLog) -> VerifierOutput:
-    return call_with_retry(ClaudeVerifier(provider, MODEL), role="verifier", payload=PAYLOAD,
-                           parse=VerifierOutput.model_validate_json, log=attempts)
+def verify(provider: Scripted, attempts: AttemptLog) -> VerifierOutput:
+    return call_with_retry(ClaudeVerifier(provider, MODEL).retrying(), role="verifier",
+                           payload=PAYLOAD, parse=VerifierOutput.model_validate_json, log=attempts)
 
 
 def rows(attempts: AttemptLog) -> list[tuple[int, str, str | None]]:
@@ -55,7 +56,7 @@ def unavailable(retry_after: float | None = None) -> ProviderUnavailableError:
     ids=["schema-invalid-tool-input", "json-in-text-not-the-tool", "no-tool-use", "wrong-tool"],
 )
 def test_retries__invalid_output_then_valid_is_one_technical_retry(first: object) -> None:
-    provider = ScriptedProvider().enqueue(first, tool_reply(SUBMIT, GOOD))  # type: ignore[arg-type]
+    provider = Scripted().enqueue(first, tool_reply(SUBMIT, GOOD))  # type: ignore[arg-type]
     attempts = log()
     assert verify(provider, attempts).verdict == "PASS"
     assert rows(attempts) == [(1, "invalid_output", "ValidationError"), (2, "ok", None)]
@@ -72,7 +73,7 @@ def test_retries__invalid_output_then_valid_is_one_technical_retry(first: object
 
 
 def test_retries__invalid_output_twice_is_exhausted() -> None:
-    provider = ScriptedProvider().enqueue(text_reply("no"), text_reply("still no"))
+    provider = Scripted().enqueue(text_reply("no"), text_reply("still no"))
     attempts = log()
     with pytest.raises(AttemptsExhaustedError):
         verify(provider, attempts)
@@ -81,7 +82,7 @@ def test_retries__invalid_output_twice_is_exhausted() -> None:
 
 def test_retries__429_with_retry_after_waits_that_long_then_succeeds() -> None:
     sleeps = Sleeps()
-    provider = ScriptedProvider().enqueue(unavailable(7.0), tool_reply(SUBMIT, GOOD))
+    provider = Scripted().enqueue(unavailable(7.0), tool_reply(SUBMIT, GOOD))
     attempts = log(sleeps)
     verify(provider, attempts)
     assert sleeps.waits == [7.0]
@@ -92,7 +93,7 @@ def test_retries__429_with_retry_after_waits_that_long_then_succeeds() -> None:
 
 def test_retries__529_and_500_back_off_exponentially() -> None:
     sleeps = Sleeps()
-    provider = ScriptedProvider().enqueue(unavailable(), unavailable(), unavailable(),
+    provider = Scripted().enqueue(unavailable(), unavailable(), unavailable(),
                                           tool_reply(SUBMIT, GOOD))
     attempts = log(sleeps)
     verify(provider, attempts)
@@ -108,7 +109,7 @@ def test_retries__backoff_has_jitter_and_a_cap() -> None:
 
 def test_retries__transient_count_exhausted() -> None:
     sleeps = Sleeps()
-    provider = ScriptedProvider().enqueue(*[unavailable() for _ in range(5)])
+    provider = Scripted().enqueue(*[unavailable() for _ in range(5)])
     attempts = log(sleeps)
     with pytest.raises(AttemptsExhaustedError) as raised:
         verify(provider, attempts)
@@ -118,7 +119,7 @@ def test_retries__transient_count_exhausted() -> None:
 
 def test_retries__seconds_budget_exhausted() -> None:
     sleeps = Sleeps()
-    provider = ScriptedProvider().enqueue(unavailable(50.0), unavailable(20.0))
+    provider = Scripted().enqueue(unavailable(50.0), unavailable(20.0))
     attempts = log(sleeps)
     with pytest.raises(AttemptsExhaustedError):
         verify(provider, attempts)
@@ -127,7 +128,7 @@ def test_retries__seconds_budget_exhausted() -> None:
 
 def test_retries__retry_after_beyond_the_budget_gives_up_at_once() -> None:
     sleeps = Sleeps()
-    provider = ScriptedProvider().enqueue(unavailable(3600.0))
+    provider = Scripted().enqueue(unavailable(3600.0))
     attempts = log(sleeps)
     with pytest.raises(AttemptsExhaustedError):
         verify(provider, attempts)
@@ -135,7 +136,7 @@ def test_retries__retry_after_beyond_the_budget_gives_up_at_once() -> None:
 
 
 def test_retries__technical_and_transient_retries_are_counted_apart() -> None:
-    provider = ScriptedProvider().enqueue(text_reply("no"), unavailable(1.0),
+    provider = Scripted().enqueue(text_reply("no"), unavailable(1.0),
                                           tool_reply(SUBMIT, GOOD))
     attempts = log()
     verify(provider, attempts)
@@ -145,7 +146,7 @@ def test_retries__technical_and_transient_retries_are_counted_apart() -> None:
 
 @pytest.mark.parametrize("status", [400, 404])
 def test_retries__rejected_request_fails_at_once(status: int) -> None:
-    provider = ScriptedProvider().enqueue(ProviderRejectedError(f"verifier: HTTP {status}"))
+    provider = Scripted().enqueue(ProviderRejectedError(f"verifier: HTTP {status}"))
     attempts = log()
     with pytest.raises(ProviderRejectedError):
         verify(provider, attempts)
@@ -155,7 +156,7 @@ def test_retries__rejected_request_fails_at_once(status: int) -> None:
 def test_retries__configuration_error_propagates_unchanged() -> None:
     error = ConfigurationError("ANTHROPIC_API_KEY was rejected (401): set a valid key or unset "
                                "it to use the offline agents")
-    provider = ScriptedProvider().enqueue(error)
+    provider = Scripted().enqueue(error)
     attempts = log()
     with pytest.raises(ConfigurationError) as raised:
         verify(provider, attempts)
@@ -164,7 +165,7 @@ def test_retries__configuration_error_propagates_unchanged() -> None:
 
 
 def test_retries__spent_token_budget_refuses_the_call() -> None:
-    provider = ScriptedProvider()
+    provider = Scripted()
     attempts = log(token_budget=1000, tokens_used=1000)
     with pytest.raises(BudgetExceededError):
         verify(provider, attempts)
@@ -173,7 +174,7 @@ def test_retries__spent_token_budget_refuses_the_call() -> None:
 
 
 def test_retries__budget_spent_by_the_first_attempt_stops_the_retry() -> None:
-    provider = ScriptedProvider().enqueue(text_reply("no"), tool_reply(SUBMIT, GOOD))
+    provider = Scripted().enqueue(text_reply("no"), tool_reply(SUBMIT, GOOD))
     attempts = log(token_budget=USAGE.total - 1)
     with pytest.raises(BudgetExceededError):
         verify(provider, attempts)
@@ -183,7 +184,7 @@ def test_retries__budget_spent_by_the_first_attempt_stops_the_retry() -> None:
 
 
 def test_retries__attempt_numbers_continue_per_role_from_the_seed() -> None:
-    provider = ScriptedProvider().enqueue(text_reply("no"), tool_reply(SUBMIT, GOOD),
+    provider = Scripted().enqueue(text_reply("no"), tool_reply(SUBMIT, GOOD),
                                           tool_reply(SUBMIT, GOOD))
     attempts = log(start={"verifier": 3, "executor": 5})
     verify(provider, attempts)
@@ -201,20 +202,20 @@ def test_retries__composer_guard_rejection_uses_the_retry() -> None:
             raise GuardRejectedError("new fact")
         return output
 
-    provider = ScriptedProvider().enqueue(tool_reply("submit_answer", new_fact),
+    provider = Scripted().enqueue(tool_reply("submit_answer", new_fact),
                                           tool_reply("submit_answer", composer_reply()))
     attempts = log()
-    call_with_retry(ClaudeComposer(provider, MODEL), role="composer", payload=PAYLOAD,
-                    parse=parse, log=attempts)
+    call_with_retry(ClaudeComposer(provider, MODEL).retrying(), role="composer",
+                    payload=PAYLOAD, parse=parse, log=attempts)
     assert rows(attempts) == [(1, "guard_rejected", "GuardRejectedError"), (2, "ok", None)]
 
 
 def test_retries__unpriced_model_costs_nothing_but_counts_tokens() -> None:
     reply = tool_reply(SUBMIT, GOOD, usage=Usage(10, 5))
-    provider = ScriptedProvider().enqueue(replace(reply, model="local-model"))
+    provider = Scripted().enqueue(replace(reply, model="local-model"))
     attempts = log()
-    call_with_retry(ClaudeVerifier(provider, "local-model"), role="verifier", payload=PAYLOAD,
-                    parse=VerifierOutput.model_validate_json, log=attempts)
+    call_with_retry(ClaudeVerifier(provider, "local-model").retrying(), role="verifier",
+                    payload=PAYLOAD, parse=VerifierOutput.model_validate_json, log=attempts)
     row = attempts.attempts[0]
     assert (row.model, row.input_tokens, row.output_tokens, row.cost_usd) == (
         "local-model", 10, 5, 0.0)
@@ -222,9 +223,9 @@ def test_retries__unpriced_model_costs_nothing_but_counts_tokens() -> None:
 
 def test_retries__the_agent_brings_its_policy_when_the_log_has_none() -> None:
     sleeps = Sleeps()
-    provider = ScriptedProvider().enqueue(unavailable(), unavailable(), tool_reply(SUBMIT, GOOD))
+    provider = Scripted().enqueue(unavailable(), unavailable(), tool_reply(SUBMIT, GOOD))
     verifier = ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=sleeps,
-                                                                  jitter=lambda: 1.0))
+                                                                  jitter=lambda: 1.0)).retrying()
     attempts = AttemptLog("run-plain")  # what the runtime builds today
     call_with_retry(verifier, role="verifier", payload=PAYLOAD,
                     parse=VerifierOutput.model_validate_json, log=attempts)
@@ -233,8 +234,8 @@ def test_retries__the_agent_brings_its_policy_when_the_log_has_none() -> None:
 
 
 def test_retries__the_log_policy_wins_over_the_agent() -> None:
-    provider = ScriptedProvider().enqueue(unavailable(), unavailable())
-    verifier = ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=Sleeps()))
+    provider = Scripted().enqueue(unavailable(), unavailable())
+    verifier = ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=Sleeps())).retrying()
     attempts = AttemptLog("run-plain", policy=IMMEDIATE)
     with pytest.raises(AttemptsExhaustedError):
         call_with_retry(verifier, role="verifier", payload=PAYLOAD,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from models.common import Verdict
 from models.verifier import EvidenceGap, VerifierInput
-from pipeline.agents.base import ModelReply
 from pipeline.agents.offline_verifier import verify
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
 from pipeline.run.runtime import Runtime
 

@@ -8,10 +8,10 @@ Loaded by workers through VERITY_RUNTIME_FACTORY=tests.integration.strict_runtim
 from __future__ import annotations
 
 from models.verifier import Verification, VerifierInput
-from pipeline.agents.base import ModelReply
 from pipeline.agents.offline_verifier import verify
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
 from pipeline.run.runtime import Runtime
 

@@ -12,18 +12,18 @@ import pytest
 
 from models.common import Intent
 from models.verifier import VerifierOutput
-from pipeline.agents.base import ModelReply, ScriptedModel
 from pipeline.agents.claude import ClaudeVerifier
 from pipeline.errors import (
     BudgetExceededError,
     ProviderUnavailableError,
     RunCancelledError,
 )
+from pipeline.model import ModelReply
 from pipeline.prompts import load_prompt
-from pipeline.providers.messages import ScriptedProvider
-from pipeline.run.attempts import AttemptLog, RetryPolicy, attempt_call, call_with_retry
+from pipeline.run.attempts import AttemptLog, Retrying, RetryPolicy, attempt_call, call_with_retry
 from pipeline.run.cancellation import CancelToken, bind
 from pipeline.store import RunStore
+from tests.doubles import Scripted
 from tests.providers.helpers import MODEL, USAGE, Sleeps, tool_reply
 from tests.spec.helpers import verifier_reply
 
@@ -67,8 +67,8 @@ class FakeJournal:
         return [row["outcome"] for row in self.rows.values()]
 
 
-def _verifier(provider: ScriptedProvider) -> ClaudeVerifier:
-    return ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=Sleeps()))
+def _verifier(provider: Scripted) -> Retrying:
+    return ClaudeVerifier(provider, MODEL, policy=RetryPolicy(sleep=Sleeps())).retrying()
 
 
 def _verify(model: Any, log: AttemptLog) -> VerifierOutput:
@@ -80,7 +80,7 @@ def test_journal__remote_model_row_written_before_the_request_and_completed_afte
     journal = FakeJournal()
     seen: list[list[str]] = []
 
-    class Watching(ScriptedProvider):
+    class Watching(Scripted):
         def send(self, request: Any) -> Any:
             seen.append(journal.outcomes())  # the row is there while the request is out
             return super().send(request)
@@ -100,7 +100,7 @@ def test_journal__remote_model_row_written_before_the_request_and_completed_afte
 
 def test_journal__each_retry_is_a_row_numbered_by_the_journal() -> None:
     journal = FakeJournal()
-    provider = ScriptedProvider().enqueue(
+    provider = Scripted().enqueue(
         ProviderUnavailableError("verifier: HTTP 529 overloaded"),
         tool_reply("submit_verification", {"not": "a verification"}),
         tool_reply("submit_verification", GOOD))
@@ -114,7 +114,7 @@ def test_journal__each_retry_is_a_row_numbered_by_the_journal() -> None:
 def test_journal__local_models_never_journal() -> None:
     journal = FakeJournal()
     log = AttemptLog("run-1", journal=journal)
-    _verify(ScriptedModel().enqueue(GOOD), log)
+    _verify(Scripted().enqueue(GOOD), log)
     assert journal.rows == {} and [a.outcome for a in log.attempts] == ["ok"]
     assert log.attempts[0].cost_usd == 0
 
@@ -122,7 +122,7 @@ def test_journal__local_models_never_journal() -> None:
 def test_journal__a_scripted_model_may_stand_in_for_a_remote_one() -> None:
     journal = FakeJournal()
     log = AttemptLog("run-1", journal=journal)
-    _verify(ScriptedModel(remote=True).enqueue(GOOD), log)
+    _verify(Retrying(Scripted().enqueue(GOOD), remote=True), log)
     assert journal.outcomes() == ["ok"] and log.attempts == []
 
 
@@ -130,14 +130,14 @@ def test_journal__spent_budget_is_a_journaled_row_too() -> None:
     journal = FakeJournal()
     log = AttemptLog("run-1", journal=journal, token_budget=10, tokens_used=10)
     with pytest.raises(BudgetExceededError):
-        _verify(_verifier(ScriptedProvider()), log)
+        _verify(_verifier(Scripted()), log)
     assert journal.outcomes() == ["budget_exceeded"] and log.attempts == []
 
 
 def test_cancel__a_cancelled_request_is_recorded_cancelled_with_zero_usage_and_propagates(
 ) -> None:
     journal = FakeJournal()
-    provider = ScriptedProvider().enqueue(RunCancelledError("verifier: request abandoned"))
+    provider = Scripted().enqueue(RunCancelledError("verifier: request abandoned"))
     log = AttemptLog("run-1", journal=journal)
     with pytest.raises(RunCancelledError):
         _verify(_verifier(provider), log)
@@ -148,7 +148,7 @@ def test_cancel__a_cancelled_request_is_recorded_cancelled_with_zero_usage_and_p
 
 def test_cancel__nothing_is_sent_once_the_token_is_set() -> None:
     journal = FakeJournal()
-    provider = ScriptedProvider().enqueue(tool_reply("submit_verification", GOOD))
+    provider = Scripted().enqueue(tool_reply("submit_verification", GOOD))
     token = CancelToken()
     token.cancel("the run was cancelled")
     with bind(token), pytest.raises(RunCancelledError, match="the run was cancelled"):
@@ -157,14 +157,14 @@ def test_cancel__nothing_is_sent_once_the_token_is_set() -> None:
 
 
 def test_cancel__a_backoff_wait_ends_when_the_token_is_set() -> None:
-    provider = ScriptedProvider().enqueue(
+    provider = Scripted().enqueue(
         ProviderUnavailableError("verifier: HTTP 429", retry_after=20.0))
     token = CancelToken()
     log = AttemptLog("run-1", policy=RetryPolicy(transient_budget_s=60.0))
     threading.Timer(0.2, token.cancel, args=("the run was cancelled",)).start()
     started = time.monotonic()
     with bind(token), pytest.raises(RunCancelledError):
-        _verify(ClaudeVerifier(provider, MODEL), log)
+        _verify(ClaudeVerifier(provider, MODEL).retrying(), log)
     assert time.monotonic() - started < 1.5
     assert [a.outcome for a in log.journaled + log.attempts] == ["unavailable"]
 
@@ -181,7 +181,7 @@ def test_journal__on_the_store_rows_complete_and_nothing_is_left_for_the_commit(
     store: RunStore,
 ) -> None:
     run_id = store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS)
-    provider = ScriptedProvider().enqueue(
+    provider = Scripted().enqueue(
         tool_reply("submit_verification", {"not": "a verification"}),
         tool_reply("submit_verification", GOOD))
     log = AttemptLog(run_id, journal=store)
@@ -198,7 +198,7 @@ def test_journal__a_redelivered_node_reuses_the_answer_its_dead_copy_got() -> No
     """A worker that died after the answer came back, before its node committed, left an ok
     row with the answer: the node's next copy parses that instead of calling again."""
     journal = FakeJournal()
-    provider = ScriptedProvider().enqueue(tool_reply("submit_verification", GOOD))
+    provider = Scripted().enqueue(tool_reply("submit_verification", GOOD))
     first = _verify(_verifier(provider), AttemptLog(run_id="r1", journal=journal))
     assert journal.outcomes() == ["ok"] and len(provider.requests) == 1
     again = _verify(_verifier(provider), AttemptLog(run_id="r1", journal=journal))
@@ -227,7 +227,7 @@ def test_journal__a_redelivered_executor_turn_reuses_the_whole_answer() -> None:
     )
 
     journal = FakeJournal()
-    provider = ScriptedProvider().enqueue(uses((ID_LOGS, "search_logs", LOGS),
+    provider = Scripted().enqueue(uses((ID_LOGS, "search_logs", LOGS),
                                                (ID_METRICS, "query_metrics", METRICS)))
     first = executor(provider).step(transcript(), registry=default_registry(),
                                     log=AttemptLog(run_id="r1", journal=journal))

@@ -10,16 +10,15 @@ from typing import Any
 
 from models.common import RunStatus, Verdict
 from models.verifier import EvidenceGap, VerifierInput
-from pipeline.agents.base import ModelReply
 from pipeline.agents.offline_verifier import verify
 from pipeline.factory import offline_agents
 from pipeline.inprocess import investigate, result
-from pipeline.prompts import Prompt
 from pipeline.rules.evidence_retry import carry, supplement
 from pipeline.rules.gatekeeper import gatekeep
 from pipeline.scenarios import default_scenarios_dir, load_scenario
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry
+from tests.doubles import function_model
 from tests.spec.helpers import good_output, invocations
 
 CHECKOUT = default_scenarios_dir() / "checkout-pool-exhaustion"
@@ -77,22 +76,18 @@ def test_supplement__of_nothing_new_is_the_carried_document() -> None:
     assert supplement(carried, {"claims": []}) == carried
 
 
-class _GapOnce:
+def _gap_once(payload: bytes) -> str:
     """The offline Verifier, but in the first cycle LOW_CONFID with a critical gap on the first
     claim (a stand-in for a model that wants one more signal)."""
-
-    model = "test-gap-once"
-
-    def respond(self, prompt: Prompt, payload: bytes) -> ModelReply:
-        verifier_input = VerifierInput.model_validate_json(payload)
-        output = verify(verifier_input)
-        if verifier_input.retry_context is None:
-            first = verifier_input.verified_executor_output.claims[0].claim_id
-            gap = EvidenceGap(claim_id=first, critical=True, suggested_tool="query_metrics",
-                              description="Pool utilization metrics are needed to confirm it.")
-            output = output.model_copy(update={"verdict": Verdict.LOW_CONFID,
-                                               "evidence_gaps": [gap]})
-        return ModelReply(text=output.model_dump_json())
+    verifier_input = VerifierInput.model_validate_json(payload)
+    output = verify(verifier_input)
+    if verifier_input.retry_context is None:
+        first = verifier_input.verified_executor_output.claims[0].claim_id
+        gap = EvidenceGap(claim_id=first, critical=True, suggested_tool="query_metrics",
+                          description="Pool utilization metrics are needed to confirm it.")
+        output = output.model_copy(update={"verdict": Verdict.LOW_CONFID,
+                                           "evidence_gaps": [gap]})
+    return output.model_dump_json()
 
 
 def test_gap_cycle__keeps_the_confirmed_root_cause_of_cycle_one() -> None:
@@ -103,7 +98,8 @@ def test_gap_cycle__keeps_the_confirmed_root_cause_of_cycle_one() -> None:
     assert first.verdict is Verdict.PASS and "v2.3.1" in first.final_answer.answer_summary
     first_claims = {c.claim_id for c in first.self_evaluation.verifier_evaluation.claim_checks}
 
-    agents = dataclasses.replace(offline_agents(), verifier=_GapOnce())
+    gap_once = function_model(_gap_once, model="test-gap-once")
+    agents = dataclasses.replace(offline_agents(), verifier=gap_once)
     run = investigate(scenario.meta.question, source=ScenarioSource(scenario),
                       registry=default_registry(), agents=agents)
     final = result(run)

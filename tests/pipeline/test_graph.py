@@ -156,6 +156,9 @@ class _TwiceTheSameId:
             ToolCallRequest(tool_call_id=same, tool_name="get_events",
                             arguments={"service": "checkout-service"})])
 
+    def repair(self, *_: Any, **__: Any) -> None:
+        return None
+
 
 def test_execute__a_duplicate_tool_call_id_is_an_error_event_and_the_first_call_stands() -> None:
     import dataclasses

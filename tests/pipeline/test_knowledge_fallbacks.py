@@ -16,7 +16,6 @@ from models.bundle import RunResult
 from models.common import FallbackType, Intent
 from models.fallback import FallbackReason
 from models.invocation import ToolInvocation
-from pipeline.agents.base import ScriptedModel
 from pipeline.agents.knowledge import validate_knowledge_answer
 from pipeline.errors import (
     BudgetExceededError,
@@ -34,6 +33,7 @@ from pipeline.scenarios import load_scenario
 from pipeline.serialization import sha256_hex
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools.registry import default_registry
+from tests.doubles import Scripted
 
 SCENARIO = "knowledge-payment-db-credentials"
 DOC_ID = "rb-payment-db-credential-rotation"
@@ -67,7 +67,7 @@ class _OverModel:
     """A knowledge answerer over a single-turn model, its calls retried and recorded as the
     Claude answerer's are: a reply citing an unknown document is refused by the same guard."""
 
-    model: ScriptedModel
+    model: Scripted
     payload: bytes = b"{}"
     seen: list[AttemptLog] = field(default_factory=list)
 
@@ -169,7 +169,7 @@ def test_knowledge__a_model_that_cannot_answer_is_told_from_one_that_cites_badly
     replies: list[Any], outcomes: list[str], fallback_type: FallbackType,
     reason: FallbackReason,
 ) -> None:
-    model = ScriptedModel(model="knowledge-double-1").enqueue(*replies)
+    model = Scripted(model="knowledge-double-1").enqueue(*replies)
     run, outcome = _run(_OverModel(model))
     _assert_knowledge_fallback(outcome, fallback_type, reason)
     assert [a.outcome for a in run.attempts] == outcomes

@@ -21,37 +21,36 @@ from models.gatekeeper import (
     VerifiedExecutorOutput,
 )
 from models.verifier import ClaimCheck, Verification, VerifierInput, VerifierOutput
-from pipeline.agents.base import ModelReply
 from pipeline.agents.template_composer import TemplateComposer
-from pipeline.prompts import Prompt
 from pipeline.rules.composer_input import build_composer_input
 from pipeline.rules.facts import FactSet, extract_facts
 from pipeline.rules.guards import post_check
 from pipeline.rules.verifier_input import build_verifier_input
 from pipeline.verification import load_bundle, verify_bundle
+from tests.doubles import Scripted, function_model
 
 BUNDLES = Path(__file__).resolve().parents[2] / "samples" / "bundles"
 
 
-class LenientVerifier:
+def _lenient(payload: bytes) -> str:
+    """PASS, and direct_observation for every claim shown."""
+    verifier_input = VerifierInput.model_validate_json(payload)
+    checks = [ClaimCheck(claim_id=c.claim_id, verification=Verification.DIRECT_OBSERVATION)
+              for c in verifier_input.verified_executor_output.claims]
+    return VerifierOutput(verdict=Verdict.PASS, groundedness_score=1.0, rationale="ok",
+                          claim_checks=checks, evidence_gaps=[]).model_dump_json()
+
+
+def lenient_verifier() -> Scripted:
     """Says PASS and direct_observation to every claim it is shown."""
-
-    model = "lenient-test-verifier"
-
-    def respond(self, prompt: Prompt, payload: bytes) -> ModelReply:
-        verifier_input = VerifierInput.model_validate_json(payload)
-        checks = [ClaimCheck(claim_id=c.claim_id, verification=Verification.DIRECT_OBSERVATION)
-                  for c in verifier_input.verified_executor_output.claims]
-        output = VerifierOutput(verdict=Verdict.PASS, groundedness_score=1.0, rationale="ok",
-                                claim_checks=checks, evidence_gaps=[])
-        return ModelReply(text=output.model_dump_json())
+    return function_model(_lenient, model="lenient-test-verifier")
 
 
 # --- the issue's lenient Verifier on the contradiction sample --------------------------------
 
 def test_a_lenient_verifier_cannot_pass_a_misquoted_number() -> None:
     bundle = load_bundle((BUNDLES / "contradiction.json").read_text(encoding="utf-8"))
-    result = verify_bundle(bundle, verifier=LenientVerifier(), composer=TemplateComposer()).result
+    result = verify_bundle(bundle, verifier=lenient_verifier(), composer=TemplateComposer()).result
     evaluation = result.self_evaluation.verifier_evaluation
     checks = {c.claim_id: c.verification for c in evaluation.claim_checks}
     # "reached 45%" against evidence of 1.1% and 12.3%: contradicted, overriding the model
@@ -288,7 +287,7 @@ def test_a_contradicted_claim_is_not_a_possible_direction_when_the_run_goes_on()
         if claim["claim_id"] == "c2":
             claim["critical"] = False
     bundle = bundle.model_copy(update={"executor_output_raw": json.dumps(document)})
-    result = verify_bundle(bundle, verifier=LenientVerifier(), composer=TemplateComposer()).result
+    result = verify_bundle(bundle, verifier=lenient_verifier(), composer=TemplateComposer()).result
     checks = {c.claim_id: c.verification
               for c in result.self_evaluation.verifier_evaluation.claim_checks}
     assert checks["c2"] is Verification.CONTRADICTED

@@ -13,7 +13,6 @@ import pytest
 from models.bundle import RunResult
 from models.evaluation import PromptAudit, PromptUse, VerifierEvaluation
 from models.run import LlmAttempt
-from pipeline.agents.base import ModelReply, ScriptedModel
 from pipeline.agents.offline_verifier import MODEL_NAME as OFFLINE_VERIFIER
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import MODEL_NAME as OFFLINE_COMPOSER
@@ -21,11 +20,13 @@ from pipeline.agents.template_composer import TemplateComposer
 from pipeline.errors import ProviderUnavailableError
 from pipeline.factory import offline_agents, resolve_scenario
 from pipeline.inprocess import investigate, result
+from pipeline.model import ModelReply
 from pipeline.prompts import Prompt, load_prompt, merge_prompt_uses, prompt_audit, prompts_used
 from pipeline.scenarios import load_scenario
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools.registry import default_registry
 from pipeline.verification import load_bundle, verify_bundle
+from tests.doubles import Scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "samples" / "bundles"
@@ -129,7 +130,7 @@ def test_used__nothing_when_no_model_ran(name: str) -> None:
 
 
 def test_used__a_verifier_that_failed_is_listed_and_the_composer_that_never_ran_is_not() -> None:
-    down = ScriptedModel(model="verifier-double-1").enqueue(
+    down = Scripted(model="verifier-double-1").enqueue(
         ProviderUnavailableError("529"), ProviderUnavailableError("529"))
     outcome = _verify("pass.json", verifier=down)
     assert outcome.fallback_type is not None and outcome.fallback_type.value == \

@@ -38,7 +38,6 @@ from models.common import Verdict
 from models.composer import ComposerInput
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.verifier import ClaimCheck, EvidenceGap, Verification
-from pipeline.agents.base import FunctionModel
 from pipeline.rules.composer_input import build_composer_input
 from pipeline.rules.jsonpath import parse_path, resolve
 from pipeline.rules.rendering import NO_RELIABLE_CONCLUSION, render
@@ -49,6 +48,7 @@ from pipeline.rules.verdict import PASS_MIN_GROUNDEDNESS, effective_verdict, rul
 from pipeline.run import nodes
 from pipeline.run.nodes import verify as verify_step
 from pipeline.serialization import canonical_bytes
+from tests.doubles import Scripted, function_model
 
 PROPERTY = settings(max_examples=200, deadline=None)
 verdicts = st.sampled_from(list(Verdict))
@@ -277,12 +277,12 @@ def executor_outputs(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
     return output, failing
 
 
-def recording_composer(payloads: list[bytes]) -> FunctionModel:
+def recording_composer(payloads: list[bytes]) -> Scripted:
     def compose(payload: bytes) -> str:
         payloads.append(payload)
         return render(ComposerInput.model_validate_json(payload)).model_dump_json()
 
-    return FunctionModel(compose, model="recording-template")
+    return function_model(compose, model="recording-template")
 
 
 @PROPERTY

@@ -4,43 +4,42 @@ cancelled, or its lease lost) commits nothing, and its attempt is still a row.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from models.common import RunStatus
 from models.verifier import VerifierInput
-from pipeline.agents.base import ModelReply
 from pipeline.agents.offline_verifier import verify
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime, resolve_scenario
-from pipeline.prompts import Prompt
+from pipeline.run.attempts import Retrying
 from pipeline.run.cancellation import current_token
 from pipeline.run.runtime import NodeOutcome, Runtime
 from pipeline.scenarios import load_scenario
 from pipeline.store import RunStore
+from tests.doubles import Scripted, function_model
 
 TENANT = "team-a"
 """The owner of this module's runs."""
 
 
-class _Verifier:
-    """The offline Verifier, running `during` while its call is in flight; it declares itself
-    remote, so its attempts are journaled as a Claude agent's are."""
+def _verifier(during: Callable[[], object]) -> Scripted:
+    """The offline Verifier, running `during` while its call is in flight."""
 
-    model = "test-verifier"
-    remote = True
+    def answer(payload: bytes) -> str:
+        during()
+        return verify(VerifierInput.model_validate_json(payload)).model_dump_json()
 
-    def __init__(self, during: object) -> None:
-        self.during = during
-        self.calls = 0
+    return function_model(answer, model="test-verifier")
 
-    def respond(self, prompt: Prompt, payload: bytes) -> ModelReply:
-        self.calls += 1
-        self.during()  # type: ignore[operator]
-        return ModelReply(text=verify(VerifierInput.model_validate_json(payload))
-                          .model_dump_json())
+
+def _remote(runtime: Runtime, verifier: Scripted) -> Scripted:
+    """`verifier` as the runtime's, standing in for a remote model (as Claude's is built)."""
+    runtime.agents.verifier = Retrying(verifier, remote=True)
+    runtime.agents.remote = True
+    return verifier
 
 
 @pytest.fixture
@@ -67,8 +66,8 @@ def _to_verify(runtime: Runtime) -> tuple[str, NodeOutcome]:
 def test_lease__a_second_copy_of_a_running_node_is_refused(runtime: Runtime) -> None:
     run_id, at_verify = _to_verify(runtime)
     seen: list[NodeOutcome] = []
-    runtime.agents.verifier = _Verifier(
-        lambda: seen.append(runtime.run_node(run_id, "verify", at_verify.version)))
+    _remote(runtime, _verifier(
+        lambda: seen.append(runtime.run_node(run_id, "verify", at_verify.version))))
     first = runtime.run_node(run_id, "verify", at_verify.version)
     assert [o.kind for o in seen] == ["leased"]
     assert first.kind == "committed" and first.next is not None
@@ -86,7 +85,7 @@ def test_lease__a_copy_cancelled_mid_call_commits_nothing_and_keeps_its_attempt(
         assert token is not None
         token.cancel("its run was cancelled")  # what the keeper's next renewal does
 
-    runtime.agents.verifier = _Verifier(cancel_now)
+    _remote(runtime, _verifier(cancel_now))
     outcome = runtime.run_node(run_id, "verify", at_verify.version)
     assert outcome.kind == "terminal"
     record = runtime.store.get_run(run_id, tenant_id=TENANT)
@@ -106,16 +105,16 @@ def test_lease__a_copy_that_lost_its_lease_mid_call_leaves_the_run_to_the_other(
         assert token is not None
         token.cancel("its node lease was taken over")
 
-    runtime.agents.verifier = _Verifier(lose)
+    _remote(runtime, _verifier(lose))
     outcome = runtime.run_node(run_id, "verify", at_verify.version)
     assert outcome.kind == "leased"
     head = runtime.store.get_run(run_id, tenant_id=TENANT)
     assert (head.status, head.version) == (RunStatus.RUNNING, at_verify.version)
     # the attempt of the copy that lost is a row with its answer: the next copy reuses that
     # answer (same input bytes) instead of calling the model again
-    second = runtime.agents.verifier = _Verifier(lambda: None)
+    second = _remote(runtime, _verifier(lambda: None))
     assert runtime.run_node(run_id, "verify", at_verify.version).kind == "committed"
-    assert second.calls == 0
+    assert second.calls == []
     numbers = [a.attempt_number for a in runtime.store.list_attempts(run_id)
                if a.role == "verifier"]
     assert numbers == [1]

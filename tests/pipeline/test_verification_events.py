@@ -7,10 +7,10 @@ from pathlib import Path
 
 from models.common import Verdict
 from models.verifier import EvidenceGap, VerifierInput
-from pipeline.agents.base import FunctionModel
 from pipeline.agents.offline_verifier import verify
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.verification import load_bundle, verify_bundle
+from tests.doubles import function_model
 
 PASS_BUNDLE = Path(__file__).resolve().parents[2] / "samples" / "bundles" / "pass.json"
 
@@ -27,7 +27,7 @@ def _asking(payload: bytes) -> str:
 
 def test_verify__eligible_evidence_retry_is_recorded_then_composed() -> None:
     bundle = load_bundle(PASS_BUNDLE.read_text())
-    run = verify_bundle(bundle, verifier=FunctionModel(_asking), composer=TemplateComposer())
+    run = verify_bundle(bundle, verifier=function_model(_asking), composer=TemplateComposer())
     kinds = [(node, kind) for node, kind, _ in run.events]
     assert ("verify", "evidence_retry_unavailable") in kinds
     assert kinds[-1] == ("compose", "completed")
@@ -36,7 +36,7 @@ def test_verify__eligible_evidence_retry_is_recorded_then_composed() -> None:
 
 def test_verify__no_retry_event_when_not_eligible() -> None:
     bundle = load_bundle(PASS_BUNDLE.read_text())
-    run = verify_bundle(bundle, verifier=FunctionModel(lambda p: verify(
+    run = verify_bundle(bundle, verifier=function_model(lambda p: verify(
         VerifierInput.model_validate_json(p)).model_dump_json()), composer=TemplateComposer())
     assert all(kind != "evidence_retry_unavailable" for _, kind, _ in run.events)
     assert json.loads(run.result.model_dump_json())["verdict"] == "PASS"

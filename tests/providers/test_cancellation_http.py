@@ -57,7 +57,8 @@ def provider(fake: FakeAnthropic) -> Iterator[AnthropicProvider]:
 
 
 def _verify(provider: AnthropicProvider, log: AttemptLog) -> VerifierOutput:
-    verifier = ClaudeVerifier(provider, MODEL, policy=RetryPolicy(transient_max_retries=0))
+    verifier = ClaudeVerifier(provider, MODEL,
+                              policy=RetryPolicy(transient_max_retries=0)).retrying()
     return call_with_retry(verifier, role="verifier", payload=PAYLOAD,
                            parse=VerifierOutput.model_validate_json, log=log)
 

@@ -59,8 +59,8 @@ def tool(name: str, arguments: Any) -> dict[str, Any]:
 
 def verify(provider: AnthropicProvider, attempts: AttemptLog, model: str = MODEL
            ) -> VerifierOutput:
-    return call_with_retry(ClaudeVerifier(provider, model), role="verifier", payload=PAYLOAD,
-                           parse=VerifierOutput.model_validate_json, log=attempts)
+    return call_with_retry(ClaudeVerifier(provider, model).retrying(), role="verifier",
+                           payload=PAYLOAD, parse=VerifierOutput.model_validate_json, log=attempts)
 
 
 def outcomes(attempts: AttemptLog) -> list[str]:

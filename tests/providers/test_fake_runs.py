@@ -19,6 +19,7 @@ from pipeline.agents.claude_executor import SUBMIT_EVIDENCE
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.providers.messages import JSON
+from pipeline.run.attempts import Retrying
 from pipeline.run.runtime import Runtime
 from pipeline.scenarios import load_scenario
 from tests.providers import claude_like
@@ -70,8 +71,9 @@ def test_runs__claude_over_http_ends_like_an_offline_run(
                                anthropic_api_key="sk-test", anthropic_base_url=fake.base_url)
     claude = build_runtime(claude_settings)
     offline = build_runtime(settings(tmp_path, "offline"))
-    assert isinstance(claude.agents.verifier, ClaudeVerifier)
-    assert not isinstance(offline.agents.verifier, ClaudeVerifier)
+    assert isinstance(claude.agents.verifier, Retrying)
+    assert isinstance(claude.agents.verifier.inner, ClaudeVerifier) and claude.agents.remote
+    assert not isinstance(offline.agents.verifier, Retrying) and not offline.agents.remote
     claude_run = claude.store.get_run(drive(claude, scenario), tenant_id=TENANT)
     offline_run = offline.store.get_run(drive(offline, scenario), tenant_id=TENANT)
     assert claude_run.status is offline_run.status

@@ -241,8 +241,8 @@ def test_batches__429_on_create_is_retried_by_the_runtime_into_a_new_batch(
     fake.script("verifier", {"tool_use": {"name": "submit_verification", "input": GOOD_INPUT}})
     sleeps = Sleeps()
     attempts = log(sleeps)
-    got = call_with_retry(ClaudeVerifier(batching(), MODEL), role="verifier", payload=PAYLOAD,
-                          parse=VerifierOutput.model_validate_json, log=attempts)
+    got = call_with_retry(ClaudeVerifier(batching(), MODEL).retrying(), role="verifier",
+                          payload=PAYLOAD, parse=VerifierOutput.model_validate_json, log=attempts)
     assert got.verdict == "PASS"
     assert [a.outcome for a in attempts.attempts] == ["unavailable", "ok"]
     assert sleeps.waits == [2.0]
@@ -313,7 +313,8 @@ def test_batches__a_schema_breaking_reply_comes_back_and_the_parser_rejects_it(
     fake.script("verifier", [broken,
                              {"tool_use": {"name": "submit_verification", "input": GOOD_INPUT}}])
     provider = batching()
-    verifier = ClaudeVerifier(provider, MODEL)
+    claude = ClaudeVerifier(provider, MODEL)
+    verifier = claude.retrying()
     attempts = log()
     got = call_with_retry(verifier, role="verifier", payload=PAYLOAD,
                           parse=VerifierOutput.model_validate_json, log=attempts)
@@ -323,7 +324,7 @@ def test_batches__a_schema_breaking_reply_comes_back_and_the_parser_rejects_it(
     first, second = fake.batch_requests("verifier")
     assert first["body"] == second["body"]  # byte-identical input on the retry
     fake.script("verifier", broken)
-    (response,) = send_all(provider, [verifier.answer_request(
+    (response,) = send_all(provider, [claude.answer_request(
         "verifier", system="s", content=[{"type": "text", "text": "x"}])])
     (use,) = answer(response).tool_uses("submit_verification")
     with pytest.raises(pydantic.ValidationError):
@@ -562,8 +563,8 @@ def test_batches__the_agents_attempt_row_is_priced_at_the_batch_rate(
         fake.reset()  # the same cache state for both
         fake.script("verifier", reply)
         attempts = log()
-        call_with_retry(ClaudeVerifier(provider, MODEL), role="verifier", payload=PAYLOAD,
-                        parse=VerifierOutput.model_validate_json, log=attempts)
+        call_with_retry(ClaudeVerifier(provider, MODEL).retrying(), role="verifier",
+                        payload=PAYLOAD, parse=VerifierOutput.model_validate_json, log=attempts)
         (row,) = attempts.attempts
         rows.append(row)
     batched, plain = rows

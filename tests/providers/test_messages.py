@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.providers.messages import MessagesRequest, MessagesResponse
 
 TOOLS = [{"name": "a", "description": "A", "input_schema": {"type": "object"}},
@@ -36,6 +38,21 @@ def test_messages__same_request_same_bytes_and_digest() -> None:
     assert _request().canonical_bytes() == _request().canonical_bytes()
     assert _request().sha256() == _request().sha256()
     assert _request().sha256() != _request(system="other").sha256()
+
+
+@pytest.mark.parametrize("request_", [
+    _request(), _request(tools=[], tool_choice=None),
+    _request(tool_choice={"type": "tool", "name": "b"}, messages=[
+        {"role": "user", "content": [{"type": "text", "text": "</tag> \u00e9 1.5"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "a",
+                                           "input": {"n": 1.0, "x": [None, True]}}]}]),
+], ids=["tools", "no-tools", "forced-tool-and-history"])
+def test_messages__a_request_read_back_from_its_bytes_is_the_same_request(
+    request_: MessagesRequest,
+) -> None:
+    # what a MessagesModel sends is read back from the bytes the attempt digests
+    again = MessagesRequest.from_canonical(request_.role, request_.canonical_bytes())
+    assert again == request_ and again.canonical_bytes() == request_.canonical_bytes()
 
 
 def test_messages__response_helpers() -> None:

@@ -25,10 +25,11 @@ from models.invocation import (
     ToolInvocation,
 )
 from models.verifier import ClaimCheck, EvidenceGap, RetryContext, Verification
-from pipeline.agents.base import ScriptedModel, SingleTurnModel
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
+from pipeline.model import Model
 from pipeline.verification import VerifiedRun, verify_bundle
+from tests.doubles import Scripted
 
 QUERY = "Why is checkout-service returning 500s?"
 WINDOW = TimeWindow(start="2026-11-30T14:00:00Z", end="2026-11-30T15:00:00Z")
@@ -248,8 +249,8 @@ def bundle(
 def run(
     output: Mapping[str, Any] | str | RunBundle,
     *,
-    verifier: SingleTurnModel | None = None,
-    composer: SingleTurnModel | None = None,
+    verifier: Model | None = None,
+    composer: Model | None = None,
     tools: Sequence[ToolInvocation] | None = None,
 ) -> VerifiedRun:
     """verify_bundle with the offline agents unless doubles are given."""
@@ -262,9 +263,9 @@ def run(
     )
 
 
-def scripted(*replies: str | Exception) -> ScriptedModel:
-    """A ScriptedModel with these replies queued (none: any call fails the test loudly)."""
-    return ScriptedModel().enqueue(*replies)
+def scripted(*replies: str | Exception) -> Scripted:
+    """A Scripted with these replies queued (none: any call fails the test loudly)."""
+    return Scripted().enqueue(*replies)
 
 
 def answer_text(result: VerifiedRun) -> str:

@@ -1,7 +1,7 @@
 """spec/verifier-gatekeeper-routing.md: one test per deterministic scenario.
 
 Each test is named `test_<requirement>__<scenario>`. The Verifier and Composer are the offline
-agents or ScriptedModel doubles; every payload a model received is inspected as bytes.
+agents or Scripted doubles; every payload a model received is inspected as bytes.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def fabricated_claim(claim_id: str = "c9") -> dict[str, Any]:
 
 
 def payload_of(model: Any) -> dict[str, Any]:
-    """The single payload a ScriptedModel received, decoded."""
+    """The single payload a Scripted received, decoded."""
     assert len(model.calls) >= 1
     return dict(json.loads(model.calls[0][1]))
 

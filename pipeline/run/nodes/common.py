@@ -68,7 +68,8 @@ class NodeContext:
     evidence_retry: bool = True
     """Whether this driver can run the EVIDENCE_GAP_ONLY cycle (a bundle has no tools)."""
     retry_policy: RetryPolicy | None = None
-    """The model calls' retries; None leaves them to the model (else `IMMEDIATE`)."""
+    """The model calls' retries; None leaves them to the model's `Retrying` wrapper (else
+    `IMMEDIATE`)."""
     journal: AttemptJournal | None = None
     """Where remote models' attempts are written as they happen (the run store)."""
 

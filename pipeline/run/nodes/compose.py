@@ -13,8 +13,8 @@ from models.composer import ComposerAudit, ComposerOutput, ComposerReply
 from models.evaluation import StageStatus
 from models.executor import ExecutorEvidenceV2
 from models.state import PipelineState
-from pipeline.agents.base import SingleTurnModel
 from pipeline.errors import BudgetExceededError, GuardRejectedError, RunFailure
+from pipeline.model import Model
 from pipeline.rules.composer_input import build_composition
 from pipeline.rules.statements import assemble, audit, check_reply
 from pipeline.run.attempts import AttemptLog, call_with_retry
@@ -53,7 +53,7 @@ def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> Pi
 
 
 def compose_node(
-    state: PipelineState, *, composer: SingleTurnModel, log: AttemptLog
+    state: PipelineState, *, composer: Model, log: AttemptLog
 ) -> PipelineState:
     """Call the Composer; its reply is cited statements, each held to what it cites
     (`pipeline.rules.statements`). The published answer is assembled from them; a reply with a

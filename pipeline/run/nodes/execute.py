@@ -15,7 +15,6 @@ from models.agent import ExecutorTurn, ToolCallRequest, Transcript
 from models.common import FallbackType
 from models.fallback import FallbackReason
 from models.invocation import LifecycleStatus, ToolInvocation
-from pipeline.agents.protocols import RepairingExecutor
 from pipeline.errors import RunFailure
 from pipeline.rules.evidence_retry import supplement
 from pipeline.run.attempts import AttemptLog
@@ -115,11 +114,10 @@ def _structural_repair(
     to the Executor once, with what was wrong. Returns the output to keep and whether a repair
     was asked for; a repair that fails to come back keeps the original output."""
     problems = structural_problems(raw)
-    executor = ctx.agents.executor
-    if not problems or not isinstance(executor, RepairingExecutor):
+    if not problems:
         return raw, False
     try:
-        repaired = executor.repair(transcript, raw, problems, log=log)
+        repaired = ctx.agents.executor.repair(transcript, raw, problems, log=log)
     except RunFailure as exc:
         events.append(("execute", "structural_repair", {
             "problems": len(problems), "error": type(exc).__name__}))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from models.evaluation import VerifierStatus
 from models.state import PipelineState
 from models.verifier import VerifierOutput
-from pipeline.agents.base import SingleTurnModel
 from pipeline.errors import BudgetExceededError, RunFailure
+from pipeline.model import Model
 from pipeline.rules.guards import post_check
 from pipeline.rules.verdict import effective_verdict
 from pipeline.rules.verifier_input import build_verifier_input
@@ -26,7 +26,7 @@ from pipeline.serialization import canonical_bytes, sha256_hex
 
 
 def verify_node(
-    state: PipelineState, *, verifier: SingleTurnModel, log: AttemptLog
+    state: PipelineState, *, verifier: Model, log: AttemptLog
 ) -> PipelineState:
     """Call the Verifier on the verified-only input, post-check it, compute the verdict."""
     outcome = gatekeeper_of(state)
