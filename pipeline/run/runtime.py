@@ -10,6 +10,7 @@ worker killed between commit and dispatch) is found by the reconciler
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ OutcomeKind = Literal[
     "committed", "stale", "leased", "cancelled", "terminal", "failed", "redispatch"]
 """`leased`: another live copy runs the node; `redispatch`: what the reconciler sends, the
 stored next step again."""
+
+_LOG = logging.getLogger(__name__)
+"""A node that fails its run logs its traceback here (the run keeps a one-line error)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +156,7 @@ class Runtime:
         except RunCancelledError:
             return self._interrupted(inp.head, NodeOutcome("cancelled", inp.head.version))
         except Exception as exc:  # a node that cannot go on fails the run, visibly
+            _LOG.exception("run %s: node %s failed", inp.head.run_id, node)
             return self._fail(inp.head, inp.state, node=node, error=exc)
         if token is not None and token.cancelled:
             # the run was cancelled or ended, or this copy lost its lease, while its model

@@ -174,8 +174,9 @@ def test_a_worker_killed_mid_batch_leaves_exactly_one_result_per_item(
     wait_for(lambda: store.get_batch(batch_id).status.terminal, timeout=240,
              what="the batch to end after the kill")
     batch = store.get_batch(batch_id)
-    assert batch.status is BatchStatus.COMPLETED
     items = list(store.iter_items(batch_id, tenant_id=TENANT))
+    errors = [(i.run_id, i.error) for i in items if i.status is not ItemStatus.DONE]
+    assert batch.status is BatchStatus.COMPLETED, errors[:5]
     assert batch.done == batch.total == len(items) == len({i.run_id for i in items})
     assert all(i.status is ItemStatus.DONE for i in items)
     attempts = store.batch_attempts(batch_id)

@@ -123,14 +123,16 @@ def test_producer_api_events_and_wait(
 def test_cancel_mid_flight_releases_nothing(
     workers: Workers, runtime_env: dict[str, str], run_store: RunStore
 ) -> None:
-    workers.start(faults="delay:verify=4")
+    # long enough that the cancel (a new Python process) lands while the Verifier sleeps, on a
+    # loaded machine too
+    workers.start(faults="delay:verify=12")
     run_id = _submit(runtime_env)
     wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).node == "gatekeep", timeout=60,
              what="the Verifier to start")
     assert produce(runtime_env, f"print(client.cancel({run_id!r}))") == "True"
     record = run_store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.CANCELLED
-    time.sleep(6)  # the Verifier's late result arrives now and must be discarded
+    time.sleep(14)  # the Verifier's late result arrives now and must be discarded
     record = run_store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.CANCELLED
     assert record.final_answer is None and record.self_evaluation is None
