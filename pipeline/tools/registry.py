@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from models.agent import ToolCallRequest, ToolSpec
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
-from pipeline.errors import VerityError
+from pipeline.errors import ToolArgumentError, UnknownToolError
 from pipeline.rules.projection import bound_projection
 from pipeline.tools.source import ToolOutput
 
@@ -24,18 +24,6 @@ if TYPE_CHECKING:
 
 ERROR_CHARS = 300
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
-
-
-class ToolError(VerityError):
-    """A tool call that cannot run: unknown tool or bad arguments."""
-
-
-class UnknownToolError(ToolError):
-    """No tool of that name is registered."""
-
-
-class ToolArgumentError(ToolError):
-    """Arguments that do not match the tool's schema; the message names the first problem."""
 
 
 @dataclass(frozen=True)
