@@ -28,8 +28,8 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
+from pipeline.data.source import BackendStatus
 from pipeline.errors import BackendAuthError, BackendUnreachableError, SourceError
-from pipeline.sources.base import BackendStatus
 from pipeline.sources.config import Backend, BasicAuth, BearerAuth
 
 REASON_CHARS = 200

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 from pipeline.errors import ToolArgumentError, ToolError, UnknownToolError
-from pipeline.tools.registry import Tool, ToolRegistry, default_registry, run_tool
+from pipeline.tools.builtin import default_registry
+from pipeline.tools.registry import Tool, ToolRegistry, run_tool
 from pipeline.tools.source import ToolOutput
 
 __all__ = [

@@ -20,7 +20,7 @@ from pipeline.rules.projection import bound_projection
 from pipeline.tools.source import ToolOutput
 
 if TYPE_CHECKING:
-    from pipeline.sources.base import DataSource
+    from pipeline.data.source import DataSource
 
 ERROR_CHARS = 300
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
@@ -96,16 +96,6 @@ class ToolRegistry:
     def specs(self) -> list[ToolSpec]:
         """Every tool as agents see it."""
         return [tool.spec() for tool in self._tools.values()]
-
-
-def default_registry() -> ToolRegistry:
-    """A fresh registry holding the built-in incident tools."""
-    from pipeline.tools.builtin import BUILTIN_TOOLS
-
-    registry = ToolRegistry()
-    for tool in BUILTIN_TOOLS:
-        registry.register(tool)
-    return registry
 
 
 def run_tool(

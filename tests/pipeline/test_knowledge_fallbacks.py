@@ -33,7 +33,7 @@ from pipeline.run.attempts import AttemptLog, attempt_call
 from pipeline.scenarios import load_scenario
 from pipeline.serialization import sha256_hex
 from pipeline.sources.scenario import ScenarioSource
-from pipeline.tools.registry import default_registry
+from pipeline.tools.builtin import default_registry
 
 SCENARIO = "knowledge-payment-db-credentials"
 DOC_ID = "rb-payment-db-credential-rotation"

@@ -21,13 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
-from pipeline.errors import SourceError, UnknownSourceError
-from pipeline.tools.records import Alert, Deployment, KubeEvent, LogEntry, MetricSeries
-
-if TYPE_CHECKING:
-    from pipeline.tools.runbooks import RunbookIndex
+from pipeline.data.records import Alert, Deployment, KubeEvent, LogEntry, MetricSeries
+from pipeline.data.runbooks import RunbookIndex
 
 ItemT = TypeVar("ItemT")
 
@@ -171,6 +168,4 @@ __all__ = [
     "Fetched",
     "LogQuery",
     "MetricQuery",
-    "SourceError",
-    "UnknownSourceError",
 ]
