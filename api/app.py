@@ -9,92 +9,24 @@ per tenant, kept); API tokens are looked up in that client's store.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from importlib.resources import files
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
-from fastapi import Depends, FastAPI, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import errors
-from api.auth import RateLimiter, Unauthorized, authenticate
+from api import errors, routes
+from api.auth import RateLimiter
+from api.deps import ApiState, ClientFactory
 from api.settings import ApiSettings
 from api.sources import document_sources
 from api.sse import FeedHub
 from models.run import DEFAULT_TENANT
-from models.token import ApiToken
-from tasks.client import VerityClient
-
-ClientFactory = Callable[[str], VerityClient]
-
-
-@dataclass(eq=False)
-class ApiState:
-    """What every request shares: the clients per tenant, the limiter and the feeds."""
-
-    client_factory: ClientFactory
-    settings: ApiSettings
-    tokens: VerityClient
-    limiter: RateLimiter
-    hub: FeedHub
-    _clients: dict[str, VerityClient] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def client(self, tenant: str) -> VerityClient:
-        """The tenant's producer client (made once)."""
-        with self._lock:
-            found = self._clients.get(tenant)
-            if found is None:
-                found = self._clients[tenant] = self.client_factory(tenant)
-            return found
-
-
-@dataclass(frozen=True)
-class Caller:
-    """An authenticated request: its token and its tenant's client."""
-
-    token: ApiToken
-    client: VerityClient
-
-
-_bearer = HTTPBearer(auto_error=False, description="An API token: `verity tokens create`.")
-
-
-def state_of(request: Request) -> ApiState:
-    """The app's shared state."""
-    found: ApiState = request.app.state.verity
-    return found
-
-
-BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-"""The request's bearer credentials, not yet checked (no store read): for an endpoint that
-authenticates with `caller_of` in the same worker thread as its own blocking work."""
-
-
-def caller_of(state: ApiState, credentials: HTTPAuthorizationCredentials | None) -> Caller:
-    """The caller the credentials name (401 without a live token) and its tenant's client.
-    Blocking (a store read): call it from a worker thread."""
-    if credentials is None:
-        raise Unauthorized("missing bearer token: send Authorization: Bearer <token>")
-    header = f"Bearer {credentials.credentials}"
-    token = authenticate(header, state.tokens.runtime.store.token_by_secret_hash)
-    return Caller(token=token, client=state.client(token.tenant_id))
-
-
-def caller(request: Request, credentials: BearerDep) -> Caller:
-    """The request's token (401 without a live one) and its tenant's client."""
-    return caller_of(state_of(request), credentials)
-
-
-CallerDep = Annotated[Caller, Depends(caller)]
-"""The authenticated caller of an endpoint."""
 
 
 class BodyLimit:
@@ -145,8 +77,6 @@ class NoNul:
 
 def create_app(client_factory: ClientFactory, settings: ApiSettings | None = None) -> FastAPI:
     """The API over the producer clients `client_factory` makes, one per tenant."""
-    from api import routes
-
     chosen = settings or ApiSettings()
     state = ApiState(client_factory=client_factory, settings=chosen,
                      tokens=client_factory(DEFAULT_TENANT),

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from api.app import BearerDep, CallerDep, caller_of, state_of
+from api.deps import BearerDep, CallerDep, caller_of, state_of
 from api.schemas import (
     BatchReport,
     Cancelled,

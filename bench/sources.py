@@ -34,16 +34,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipeline.data.records import Alert, LogEntry, MetricSeries, iso  # noqa: E402
+from pipeline.data.source import AlertQuery, Fetched, LogQuery, MetricQuery  # noqa: E402
 from pipeline.scenarios import load_scenario  # noqa: E402
 from pipeline.sources.alertmanager import Alertmanager  # noqa: E402
-from pipeline.sources.base import AlertQuery, Fetched, LogQuery, MetricQuery  # noqa: E402
 from pipeline.sources.config import LokiBackend  # noqa: E402
 from pipeline.sources.loki import Loki  # noqa: E402
 from pipeline.sources.prometheus import Prometheus  # noqa: E402
 from pipeline.tools.changes import ListAlertsArgs, list_alerts  # noqa: E402
 from pipeline.tools.logs import SearchLogsArgs, search_logs  # noqa: E402
 from pipeline.tools.metrics import QueryMetricsArgs, query_metrics  # noqa: E402
-from pipeline.tools.records import Alert, LogEntry, MetricSeries, iso  # noqa: E402
 from pipeline.tools.source import ToolOutput  # noqa: E402
 from tests.sources.prom_harness import PromStack  # noqa: E402
 

@@ -25,7 +25,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.sources.base import LogQuery  # noqa: E402
+from pipeline.data.source import LogQuery  # noqa: E402
 from pipeline.sources.config import LokiBackend  # noqa: E402
 from pipeline.sources.loki import Loki  # noqa: E402
 from tests.sources.replay import LokiFlood, flood_process  # noqa: E402

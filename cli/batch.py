@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.runs import TenantOption, _client_and_worker, tenant_of
+from cli.runs import TenantOption, client_and_worker, tenant_of
 from models.batch import BatchRecord, BatchStatus, Selection
 from models.common import RunStatus
 from models.run import RunRecord
@@ -141,7 +141,7 @@ def reverify(
                              statuses=status, prompt_versions=prompt_version, models=model,
                              limit=limit)
     with ExitStack() as stack:
-        client = _client_and_worker(stack, owner)
+        client = client_and_worker(stack, owner)
         if not VeritySettings().broker_url:
             wait = True  # the embedded worker lives only as long as this command
         if resume is not None:

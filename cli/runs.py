@@ -56,7 +56,7 @@ def tenant_of(option: str | None) -> str:
     return check_tenant_id(chosen)
 
 
-def _client_and_worker(stack: ExitStack, tenant: str) -> Any:
+def client_and_worker(stack: ExitStack, tenant: str) -> Any:
     """A producer client of `tenant`: enqueue to real workers, or run the embedded one
     in-process."""
     from tasks.client import VerityClient, check_settings  # celery only for runtime commands
@@ -93,7 +93,7 @@ def run(
     chosen = _chosen_source(source, scenario, scenario_dir)
     moment = parse_time(at) if at is not None else None
     with ExitStack() as stack:
-        client = _client_and_worker(stack, owner)
+        client = client_and_worker(stack, owner)
         run_id = client.submit(query, session_id=session, source=chosen, at=moment)
         record = _follow(client, run_id, timeout=timeout, quiet=as_json)
         failure = _failure(client, run_id)

@@ -18,8 +18,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from pipeline.data.source import BackendStatus
 from pipeline.errors import ConfigurationError, InputError
-from pipeline.sources.base import BackendStatus
 from pipeline.sources.registry import SourceInfo, SourceRegistry, sources
 
 app = typer.Typer(help="List the data sources runs can name, and probe their backends.",

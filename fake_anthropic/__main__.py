@@ -26,7 +26,8 @@ def _role_value(text: str) -> tuple[str, str]:
     return role, value
 
 
-def _parser() -> argparse.ArgumentParser:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m fake_anthropic`."""
     parser = argparse.ArgumentParser(
         prog="python -m fake_anthropic", description="A fake Anthropic Messages API server."
     )
@@ -57,7 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _document(args: argparse.Namespace) -> dict[str, Any]:
+def start_document(args: argparse.Namespace) -> dict[str, Any]:
+    """The start script the parsed command line makes: the script file or JSON, then the flags
+    merged over it."""
     document: dict[str, Any] = {}
     if args.script is not None:
         document.update(json.loads(args.script.read_text(encoding="utf-8")))
@@ -82,13 +85,13 @@ def _document(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the options, start the server, print its address, serve until told to stop."""
-    args = _parser().parse_args(argv)
+    args = argument_parser().parse_args(argv)
     # Everything given at start is the start configuration, which reset() returns to.
     fake = FakeAnthropic(
         required_key=args.required_key,
         hang_seconds=args.hang_seconds,
         seed=args.seed,
-        script=_document(args),
+        script=start_document(args),
         record_limit=args.record_limit,
         host=args.host,
         port=args.port,

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import quote, urlsplit
 
-from fake_anthropic.server import FaultQueueing, as_replies
+from fake_anthropic.control import FaultQueueing, as_replies
 from fake_anthropic.tokens import JSON
 
 

@@ -4,10 +4,18 @@
     ├── ConfigurationError          bad settings, missing or rejected key; never retried
     ├── InputError                  input that is not usable: one line to the user, exit 2
     │   ├── BundleError             not JSON, wrong shape, duplicate tool_call_id ...
-    │   └── UnknownSourceError      no source of that name (pipeline.sources); refused at submit
-    ├── SourceError                 a data source's backend could not answer (pipeline.sources):
-    │                               unreachable, timeout, 401, 5xx, malformed, too large; the
-    │                               tool call ends ERROR, the run goes on
+    │   │   └── BundleTooDeepError  nests deeper than its limit (even where other problems of
+    │   │                           the same text are left to a later step)
+    │   └── UnknownSourceError      no source of that name; refused at submit
+    ├── SourceError                 a data source's backend could not answer:
+    │   │                           unreachable, timeout, 401, 5xx, malformed, too large; the
+    │   │                           tool call ends ERROR, the run goes on
+    │   ├── BackendUnreachableError nothing answered: refused, not resolved, TLS failed
+    │   └── BackendAuthError        the backend answered 401 or 403
+    ├── ToolError                   a tool call that cannot run; the call ends ERROR, the run
+    │   │                           goes on
+    │   ├── UnknownToolError        no tool of that name is registered
+    │   └── ToolArgumentError       arguments that do not match the tool's schema
     ├── StoreError                  the run store refused an operation
     │   ├── DuplicateToolCallError  a tool_call_id already recorded for the run; first row kept
     │   ├── RunNotFoundError        no such run id
@@ -16,6 +24,7 @@
     │   └── StoreUnavailableError   the database could not be reached; the task is retried
     ├── BrokerUnavailableError      the broker could not be reached at submit; no run is left
     ├── RateLimitedError            the HTTP API refused a run: too many for the token
+    ├── RunTimeoutError             `wait` ran out of time; the run goes on [tasks.client]
     └── RunFailure                  a run cannot go on normally; routing picks a fallback
         ├── ProviderUnavailableError    transient: 429, 529, 5xx, timeout, dropped connection;
         │                               backed off and retried (honours `retry_after`)
@@ -26,6 +35,10 @@
         ├── AttemptsExhaustedError      every allowed attempt failed; the last error is its cause
         ├── BudgetExceededError         the run's token budget is spent
         └── RunCancelledError           the run was cancelled
+
+Every class is defined in this module except those marked [module], which live there (the
+client's own error, beside the code that raises it). tests/test_errors.py checks the drawing
+against the real subclasses.
 
 A missing or rejected API key (401, 403) is a ConfigurationError with a one-line message,
 never a RunFailure: no fallback can fix it.
@@ -48,6 +61,43 @@ class InputError(VerityError):
 
 class BundleError(InputError):
     """A run bundle that is not usable."""
+
+
+class BundleTooDeepError(BundleError):
+    """A bundle, or JSON text inside it, nests deeper than its limit. Raised on its own type
+    because text that is otherwise left to a later step (an Executor output that is not JSON)
+    is still refused when it is too deep."""
+
+
+class UnknownSourceError(InputError):
+    """No source of that name is configured (or the reference is not a source at all): an
+    input error, refused at submit with nothing written."""
+
+
+class SourceError(VerityError):
+    """A backend could not answer: unreachable, timed out, refused the credentials, answered
+    an error or something that is not its documented format, or more than the byte bound.
+    The message is one line naming the backend and the reason, never a credential."""
+
+
+class BackendUnreachableError(SourceError):
+    """Nothing answered: connection refused, name not resolved, TLS handshake failed."""
+
+
+class BackendAuthError(SourceError):
+    """The backend answered 401 or 403: the credentials are missing or refused."""
+
+
+class ToolError(VerityError):
+    """A tool call that cannot run: unknown tool or bad arguments."""
+
+
+class UnknownToolError(ToolError):
+    """No tool of that name is registered."""
+
+
+class ToolArgumentError(ToolError):
+    """Arguments that do not match the tool's schema; the message names the first problem."""
 
 
 class StoreError(VerityError):

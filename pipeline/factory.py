@@ -29,7 +29,7 @@ from pipeline.run.graph import GRAPH
 from pipeline.run.runtime import Agents, Runtime
 from pipeline.sources.registry import load_source, resolve_scenario
 from pipeline.store import RunStore
-from pipeline.tools.registry import default_registry
+from pipeline.tools.builtin import default_registry
 
 
 def offline_agents() -> Agents:

@@ -31,7 +31,7 @@ from pipeline.run.nodes.execute import with_results
 from pipeline.tools.registry import ToolRegistry, run_tool
 
 if TYPE_CHECKING:
-    from pipeline.sources.base import DataSource
+    from pipeline.data.source import DataSource
 
 MAX_STEPS = 64
 """More node steps than any run of the graph takes: a bound, never reached by a sound graph."""

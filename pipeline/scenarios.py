@@ -21,9 +21,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from models.common import Intent, Verdict
-from pipeline.errors import InputError
-from pipeline.package_data import SCENARIOS_PACKAGE, package_folder
-from pipeline.tools.records import (
+from pipeline.data.records import (
     Alert,
     Deployment,
     KubeEvent,
@@ -34,7 +32,9 @@ from pipeline.tools.records import (
     Runbook,
     Timestamp,
 )
-from pipeline.tools.runbooks import RunbookIndex
+from pipeline.data.runbooks import RunbookIndex
+from pipeline.errors import InputError
+from pipeline.package_data import SCENARIOS_PACKAGE, package_folder
 
 SCENARIO_FILE = "scenario.json"
 DATA_FILES = ("logs.jsonl", "metrics.csv", "alerts.json", "deployments.json", "events.json")

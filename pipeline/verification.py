@@ -18,7 +18,7 @@ from models.run import LlmAttempt
 from models.state import NextStep, PipelineState, RuntimeState
 from pipeline.agents.protocols import Agents
 from pipeline.config import VeritySettings
-from pipeline.errors import BundleError
+from pipeline.errors import BundleError, BundleTooDeepError
 from pipeline.inprocess import MemoryRun, drive
 from pipeline.model import Model
 from pipeline.rules.routing import Node
@@ -90,7 +90,8 @@ def _parse_json(text: str, *, what: str, max_depth: int) -> Any:
     except ValueError as exc:
         raise BundleError(f"{what} is not JSON: {str(exc).splitlines()[0]}") from None
     if data is _TOO_DEEP or _text_depth(text) > max_depth:
-        raise BundleError(f"{what} nests deeper than {max_depth} levels (VERITY_BUNDLE_MAX_DEPTH)")
+        raise BundleTooDeepError(f"{what} nests deeper than {max_depth} levels "
+                                 "(VERITY_BUNDLE_MAX_DEPTH)")
     if _SURROGATE_ESCAPE.search(text) and not _encodable(data):
         raise BundleError(f"{what} has a \\u escape of a lone surrogate (not Unicode text)")
     return data
@@ -160,7 +161,7 @@ def _check_contents(data: dict[str, Any], limits: VeritySettings) -> None:
 
 def _check_projection(projection: dict[str, Any], *, index: int, limits: VeritySettings) -> None:
     if _value_depth(projection) > limits.input_projection_max_depth:
-        raise BundleError(f"invocations.{index}.projection nests deeper than "
+        raise BundleTooDeepError(f"invocations.{index}.projection nests deeper than "
                           f"{limits.input_projection_max_depth} levels "
                           "(VERITY_INPUT_PROJECTION_MAX_DEPTH)")
     size = len(json.dumps(projection, ensure_ascii=False).encode("utf-8", "surrogatepass"))
@@ -177,9 +178,9 @@ def _check_executor_output(raw: str, limits: VeritySettings) -> None:
                 setting="VERITY_EXECUTOR_OUTPUT_MAX_BYTES")
     try:
         document = _parse_json(raw, what="executor_output_raw", max_depth=limits.bundle_max_depth)
-    except BundleError as exc:
-        if "nests deeper" in str(exc):
-            raise
+    except BundleTooDeepError:
+        raise
+    except BundleError:
         return
     longest = _longest_string(document)
     if longest > limits.executor_text_max_chars:

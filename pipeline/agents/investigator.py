@@ -34,6 +34,7 @@ from models.executor import (
     Hypothesis,
     RecommendedAction,
 )
+from pipeline.data.records import iso
 from pipeline.ids import mint_tool_call_id
 from pipeline.rules.facts import FactMemo, FactSet
 from pipeline.rules.gatekeeper import scope_text
@@ -51,7 +52,6 @@ from pipeline.tools.builtin import (
     SEARCH_RUNBOOKS,
 )
 from pipeline.tools.formatting import format_value, plural
-from pipeline.tools.records import iso
 from pipeline.tools.registry import ToolRegistry
 from pipeline.tools.views import CallView, Element, LogPattern, MetricView, metric_series
 

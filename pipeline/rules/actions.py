@@ -22,9 +22,9 @@ from collections.abc import Iterable, Sequence
 from models.composer import RunbookStep, WithheldAction
 from models.gatekeeper import VerifiedEvidence
 from models.invocation import ToolInvocation
+from models.tool_names import SEARCH_RUNBOOKS
 from pipeline.rules.facts import FactSet, extract_facts
 from pipeline.rules.untrusted import fetch_and_run, instruction_like
-from pipeline.tools.builtin import SEARCH_RUNBOOKS
 
 RUNBOOK_TOOLS = frozenset({SEARCH_RUNBOOKS})
 """Tools whose projections hold runbook documents (`documents[i].steps`)."""

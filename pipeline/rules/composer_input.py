@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from models.common import Verdict
 from models.composer import (
@@ -41,11 +40,6 @@ class Composition:
 
     composer_input: ComposerInput
     withheld_actions: list[WithheldAction]
-
-
-def build_composer_input(**material: Any) -> ComposerInput:
-    """Only what the checks allow: `build_composition`'s input, without the withheld actions."""
-    return build_composition(**material).composer_input
 
 
 def build_composition(

@@ -1,7 +1,7 @@
 """Data sources: where tools' queries go (a scenario folder, or Prometheus, Alertmanager, Loki,
 Kubernetes and a runbook folder named in the sources file)."""
 
-from pipeline.sources.base import (
+from pipeline.data.source import (
     LOG_FETCH_LIMIT,
     AlertQuery,
     BackendStatus,
@@ -11,9 +11,8 @@ from pipeline.sources.base import (
     Fetched,
     LogQuery,
     MetricQuery,
-    SourceError,
-    UnknownSourceError,
 )
+from pipeline.errors import SourceError, UnknownSourceError
 
 __all__ = [
     "LOG_FETCH_LIMIT",

@@ -28,11 +28,11 @@ from typing import Any
 import httpx
 from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
 
-from pipeline.sources.base import AlertQuery, BackendStatus, Fetched
+from pipeline.data.records import Alert
+from pipeline.data.source import AlertQuery, BackendStatus, Fetched
 from pipeline.sources.config import AlertmanagerBackend
 from pipeline.sources.http import BackendClient
 from pipeline.sources.prometheus import SERVICE_NAME
-from pipeline.tools.records import Alert
 
 MAX_ALERTS = 500
 """Alerts returned per query; `total` says how many were active in the window."""

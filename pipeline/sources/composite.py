@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from pipeline.errors import VerityError
-from pipeline.scenarios import read_runbooks
-from pipeline.sources.base import (
+from pipeline.data.records import Alert, Deployment, KubeEvent, LogEntry, MetricSeries
+from pipeline.data.runbooks import RunbookIndex
+from pipeline.data.source import (
     AlertQuery,
     BackendStatus,
     ChangeQuery,
@@ -35,11 +35,10 @@ from pipeline.sources.base import (
     Fetched,
     LogQuery,
     MetricQuery,
-    SourceError,
 )
+from pipeline.errors import SourceError, VerityError
+from pipeline.scenarios import read_runbooks
 from pipeline.sources.config import Backend, SourceConfig
-from pipeline.tools.records import Alert, Deployment, KubeEvent, LogEntry, MetricSeries
-from pipeline.tools.runbooks import RunbookIndex
 
 
 class Probe(Protocol):

@@ -28,7 +28,8 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
-from pipeline.sources.base import BackendStatus, SourceError
+from pipeline.data.source import BackendStatus
+from pipeline.errors import BackendAuthError, BackendUnreachableError, SourceError
 from pipeline.sources.config import Backend, BasicAuth, BearerAuth
 
 REASON_CHARS = 200
@@ -38,14 +39,6 @@ ERROR_BODY_BYTES = 2000
 # Kept readable in recorded query texts (PromQL/LogQL punctuation); `&`, `#`, `%`, `+` and
 # spaces are still escaped, so the text stays one unambiguous URL a reader can rerun.
 _READABLE = '{}[]()"=~!,:*^$|?/@.<>\\'
-
-
-class BackendUnreachableError(SourceError):
-    """Nothing answered: connection refused, name not resolved, TLS handshake failed."""
-
-
-class BackendAuthError(SourceError):
-    """The backend answered 401 or 403: the credentials are missing or refused."""
 
 
 class BackendClient:

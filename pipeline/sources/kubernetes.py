@@ -38,16 +38,16 @@ from typing import Any
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from pipeline.sources.base import (
+from pipeline.data.records import Deployment, KubeEvent, Timestamp
+from pipeline.data.source import (
     BackendStatus,
     ChangeQuery,
     EventQuery,
     Fetched,
-    SourceError,
 )
+from pipeline.errors import SourceError
 from pipeline.sources.config import KubernetesBackend
 from pipeline.sources.http import BackendClient
-from pipeline.tools.records import Deployment, KubeEvent, Timestamp
 
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"

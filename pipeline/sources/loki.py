@@ -39,11 +39,12 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from pipeline.sources.base import BackendStatus, Fetched, LogQuery, SourceError
+from pipeline.data.records import LEVEL_RANK, LEVELS, LogEntry, LogRecord
+from pipeline.data.source import BackendStatus, Fetched, LogQuery
+from pipeline.errors import SourceError
 from pipeline.sources.config import LokiBackend
 from pipeline.sources.http import BackendClient
 from pipeline.sources.jsonstream import JsonStream, JsonStreamError
-from pipeline.tools.records import LEVEL_RANK, LEVELS, LogEntry, LogRecord
 
 QUERY_RANGE = "/loki/api/v1/query_range"
 QUERY = "/loki/api/v1/query"

@@ -47,10 +47,11 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.sources.base import AlertQuery, BackendStatus, Fetched, MetricQuery, SourceError
+from pipeline.data.records import Alert, MetricSeries
+from pipeline.data.source import AlertQuery, BackendStatus, Fetched, MetricQuery
+from pipeline.errors import SourceError
 from pipeline.sources.config import PrometheusBackend
 from pipeline.sources.http import BackendClient
-from pipeline.tools.records import Alert, MetricSeries
 
 log = logging.getLogger(__name__)
 

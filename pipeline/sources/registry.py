@@ -26,18 +26,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import ConfigurationError, InputError
+from pipeline.data.records import iso
+from pipeline.data.source import BackendStatus, DataSource
+from pipeline.errors import ConfigurationError, InputError, UnknownSourceError
 from pipeline.scenarios import (
     default_scenarios_dir,
     list_scenarios,
     load_scenario,
     scenario_path,
 )
-from pipeline.sources.base import BackendStatus, DataSource, UnknownSourceError
 from pipeline.sources.composite import BackendFactory, ConfiguredSource, backend_configs
 from pipeline.sources.config import SourceConfig, VerityConfig, config_path, load_config
 from pipeline.sources.scenario import SCENARIO_PREFIX, ScenarioSource
-from pipeline.tools.records import iso
 
 KNOWN_NAMES_SHOWN = 12
 """An unknown name's message lists the known ones when there are at most this many."""

@@ -17,16 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.scenarios import Scenario, default_scenarios_dir
-from pipeline.sources.base import (
-    AlertQuery,
-    ChangeQuery,
-    EventQuery,
-    Fetched,
-    LogQuery,
-    MetricQuery,
-)
-from pipeline.tools.records import (
+from pipeline.data.records import (
     LEVEL_RANK,
     Alert,
     Deployment,
@@ -34,7 +25,16 @@ from pipeline.tools.records import (
     LogEntry,
     MetricSeries,
 )
-from pipeline.tools.runbooks import RunbookIndex
+from pipeline.data.runbooks import RunbookIndex
+from pipeline.data.source import (
+    AlertQuery,
+    ChangeQuery,
+    EventQuery,
+    Fetched,
+    LogQuery,
+    MetricQuery,
+)
+from pipeline.scenarios import Scenario, default_scenarios_dir
 
 SCENARIO_PREFIX = "scenario:"
 """A shipped scenario's source reference is `scenario:NAME`."""

@@ -7,15 +7,9 @@
 
 from __future__ import annotations
 
-from pipeline.tools.registry import (
-    Tool,
-    ToolArgumentError,
-    ToolError,
-    ToolRegistry,
-    UnknownToolError,
-    default_registry,
-    run_tool,
-)
+from pipeline.errors import ToolArgumentError, ToolError, UnknownToolError
+from pipeline.tools.builtin import default_registry
+from pipeline.tools.registry import Tool, ToolRegistry, run_tool
 from pipeline.tools.source import ToolOutput
 
 __all__ = [

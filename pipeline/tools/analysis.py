@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 
+from pipeline.data.records import LEVEL_RANK
 from pipeline.rules.facts import FactKind, extract_facts
 from pipeline.tools.builtin import (
     GET_EVENTS,
@@ -20,7 +21,6 @@ from pipeline.tools.builtin import (
     SEARCH_LOGS,
     SEARCH_RUNBOOKS,
 )
-from pipeline.tools.records import LEVEL_RANK
 from pipeline.tools.views import (
     CallView,
     Element,

@@ -1,18 +1,20 @@
-"""The built-in incident tools, in the order agents see them."""
+"""The built-in incident tools, in the order agents see them; their names are in
+`models.tool_names`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from models.tool_names import (
+    GET_EVENTS,
+    LIST_ALERTS,
+    LIST_DEPLOYMENTS,
+    QUERY_METRICS,
+    SEARCH_LOGS,
+    SEARCH_RUNBOOKS,
+)
 from pipeline.tools import changes, logs, metrics, runbooks
-from pipeline.tools.registry import Tool
-
-SEARCH_LOGS = "search_logs"
-QUERY_METRICS = "query_metrics"
-LIST_ALERTS = "list_alerts"
-LIST_DEPLOYMENTS = "list_deployments"
-GET_EVENTS = "get_events"
-SEARCH_RUNBOOKS = "search_runbooks"
+from pipeline.tools.registry import Tool, ToolRegistry
 
 BUILTIN_TOOLS: tuple[Tool[Any], ...] = (
     Tool(SEARCH_LOGS, logs.DESCRIPTION, logs.SearchLogsArgs, logs.search_logs),
@@ -24,3 +26,23 @@ BUILTIN_TOOLS: tuple[Tool[Any], ...] = (
     Tool(SEARCH_RUNBOOKS, runbooks.DESCRIPTION, runbooks.SearchRunbooksArgs,
          runbooks.search_runbooks),
 )
+
+
+def default_registry() -> ToolRegistry:
+    """A fresh registry holding the built-in incident tools."""
+    registry = ToolRegistry()
+    for tool in BUILTIN_TOOLS:
+        registry.register(tool)
+    return registry
+
+
+__all__ = [
+    "BUILTIN_TOOLS",
+    "GET_EVENTS",
+    "LIST_ALERTS",
+    "LIST_DEPLOYMENTS",
+    "QUERY_METRICS",
+    "SEARCH_LOGS",
+    "SEARCH_RUNBOOKS",
+    "default_registry",
+]

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from models.invocation import QueryScope
-from pipeline.sources.base import AlertQuery, ChangeQuery, EventQuery
+from pipeline.data.records import Alert, Deployment, KubeEvent, iso
+from pipeline.data.source import AlertQuery, ChangeQuery, EventQuery
 from pipeline.tools.formatting import plural
-from pipeline.tools.records import Alert, Deployment, KubeEvent, iso
 from pipeline.tools.source import ToolOutput, WindowedArgs, time_window
 
 if TYPE_CHECKING:
-    from pipeline.sources.base import DataSource
+    from pipeline.data.source import DataSource
 
 ALERTS_DESCRIPTION = (
     "List alerts of a service (or all services) that were active at any time in the window, "

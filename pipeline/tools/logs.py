@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from models.invocation import QueryScope
-from pipeline.sources.base import LOG_FETCH_LIMIT, Fetched, LogQuery
+from pipeline.data.records import LEVEL_RANK, LEVELS, Level, LogEntry
+from pipeline.data.source import LOG_FETCH_LIMIT, Fetched, LogQuery
 from pipeline.tools.formatting import plural
-from pipeline.tools.records import LEVEL_RANK, LEVELS, Level, LogEntry
 from pipeline.tools.source import ToolOutput, WindowedArgs, minutes, time_window
 
 if TYPE_CHECKING:
-    from pipeline.sources.base import DataSource
+    from pipeline.data.source import DataSource
 
 TOP_PATTERNS = 8
 DESCRIPTION = (

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from models.invocation import QueryScope
-from pipeline.sources.base import MetricQuery
+from pipeline.data.records import MetricSeries, iso
+from pipeline.data.source import MetricQuery
 from pipeline.tools.formatting import format_value, rounded
-from pipeline.tools.records import MetricSeries, iso
 from pipeline.tools.source import (
     ToolOutput,
     WindowArg,
@@ -29,7 +29,7 @@ from pipeline.tools.source import (
 )
 
 if TYPE_CHECKING:
-    from pipeline.sources.base import DataSource
+    from pipeline.data.source import DataSource
 
 ROLLING = 5
 MAX_POINTS = 12

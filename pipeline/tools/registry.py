@@ -15,27 +15,15 @@ from pydantic import BaseModel, ValidationError
 
 from models.agent import ToolCallRequest, ToolSpec
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
-from pipeline.errors import VerityError
+from pipeline.errors import ToolArgumentError, UnknownToolError
 from pipeline.rules.projection import bound_projection
 from pipeline.tools.source import ToolOutput
 
 if TYPE_CHECKING:
-    from pipeline.sources.base import DataSource
+    from pipeline.data.source import DataSource
 
 ERROR_CHARS = 300
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
-
-
-class ToolError(VerityError):
-    """A tool call that cannot run: unknown tool or bad arguments."""
-
-
-class UnknownToolError(ToolError):
-    """No tool of that name is registered."""
-
-
-class ToolArgumentError(ToolError):
-    """Arguments that do not match the tool's schema; the message names the first problem."""
 
 
 @dataclass(frozen=True)
@@ -108,16 +96,6 @@ class ToolRegistry:
     def specs(self) -> list[ToolSpec]:
         """Every tool as agents see it."""
         return [tool.spec() for tool in self._tools.values()]
-
-
-def default_registry() -> ToolRegistry:
-    """A fresh registry holding the built-in incident tools."""
-    from pipeline.tools.builtin import BUILTIN_TOOLS
-
-    registry = ToolRegistry()
-    for tool in BUILTIN_TOOLS:
-        registry.register(tool)
-    return registry
 
 
 def run_tool(

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from models.invocation import QueryScope, TimeWindow
-from pipeline.tools.records import Timestamp, iso
+from pipeline.data.records import Timestamp, iso
 
 DEFAULT_LOOKBACK_MINUTES = 120
 """Without a window, tools look at the two hours before the source's `now`."""

@@ -14,8 +14,8 @@ from functools import cached_property
 from typing import Any
 
 from models.invocation import EvidenceStatus, LifecycleStatus, QueryScope, ToolInvocation
+from pipeline.data.records import LEVEL_RANK
 from pipeline.rules.untrusted import instruction_like
-from pipeline.tools.records import LEVEL_RANK
 
 
 def parse_time(text: object) -> datetime | None:
@@ -115,11 +115,6 @@ class Element:
     def time(self, name: str) -> datetime | None:
         """A timestamp field."""
         return parse_time(self.data.get(name))
-
-
-def elements(call: CallView, key: str) -> list[Element]:
-    """Every object of the list at `$.key`."""
-    return [Element(call, path, data) for path, data in call.items(key)]
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ def test_process__minimal_responder_fills_a_forced_tool_over_http() -> None:
 
 
 def test_process__command_line_flags_merge_into_the_start_script() -> None:
-    from fake_anthropic.__main__ import _document, _parser
+    from fake_anthropic.__main__ import argument_parser, start_document
     from fake_anthropic.process import command
 
     argv = command(
@@ -144,9 +144,9 @@ def test_process__command_line_flags_merge_into_the_start_script() -> None:
         default_responder="executor=minimal",
         record_limit=10,
     )
-    args = _parser().parse_args(argv[3:])
+    args = argument_parser().parse_args(argv[3:])
     assert args.record_limit == 10
-    assert _document(args) == {
+    assert start_document(args) == {
         "latency": 1.0,
         "role_latency": {"planner": 2, "verifier": 0.5},
         "replies": {"p": ["x"]},

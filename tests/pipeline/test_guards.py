@@ -349,7 +349,7 @@ def test_unsaid__a_word_no_output_uses_reaches_no_allowed_claim_nor_direction(
 
     from models.executor import ExecutorEvidenceV2
     from models.verifier import ClaimCheck
-    from pipeline.rules.composer_input import build_composer_input
+    from pipeline.rules.composer_input import build_composition
     from pipeline.rules.gatekeeper import gatekeep
     from pipeline.rules.guards import unsaid_words
 
@@ -367,10 +367,10 @@ def test_unsaid__a_word_no_output_uses_reaches_no_allowed_claim_nor_direction(
                          vi, unsaid=unsaid)
     c2 = {c.claim_id: c.verification for c in checked.claim_checks}["c2"]
     assert c2 not in (Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE)
-    ci = build_composer_input(
+    ci = build_composition(
         query=QUERY, verdict=verdict, claims=outcome.verified_output.claims,
         checks=checked.claim_checks, gaps=[],
         executor_output=ExecutorEvidenceV2.model_validate(document), rationale="r",
-        unsaid=unsaid)
+        unsaid=unsaid).composer_input
     texts = [c.text for c in ci.allowed_claims] + [h.text for h in ci.allowed_hypotheses]
     assert texts and not any(invented in t for t in texts)

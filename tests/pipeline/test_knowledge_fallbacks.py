@@ -32,7 +32,7 @@ from pipeline.run.attempts import AttemptLog, attempt_call
 from pipeline.scenarios import load_scenario
 from pipeline.serialization import sha256_hex
 from pipeline.sources.scenario import ScenarioSource
-from pipeline.tools.registry import default_registry
+from pipeline.tools.builtin import default_registry
 from tests.doubles import Scripted
 
 SCENARIO = "knowledge-payment-db-credentials"

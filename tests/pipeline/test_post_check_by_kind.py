@@ -22,7 +22,7 @@ from models.gatekeeper import (
 )
 from models.verifier import ClaimCheck, Verification, VerifierInput, VerifierOutput
 from pipeline.agents.template_composer import TemplateComposer
-from pipeline.rules.composer_input import build_composer_input
+from pipeline.rules.composer_input import build_composition
 from pipeline.rules.facts import FactSet, extract_facts
 from pipeline.rules.guards import post_check
 from pipeline.rules.verifier_input import build_verifier_input
@@ -234,9 +234,9 @@ def test_contradicted_claims_are_never_allowed_nor_possible_directions(
         "hypotheses": [{"text": "checkout-service may be saturated",
                         "claim_ids": hypothesis_ids}] if hypothesis_ids else [],
     })
-    composer_input = build_composer_input(
+    composer_input = build_composition(
         query="q", verdict=verdict, claims=claims, checks=checks, gaps=[],
-        executor_output=executor_output, rationale="r")
+        executor_output=executor_output, rationale="r").composer_input
     contradicted = {c.claim_id for c in checks if c.verification is Verification.CONTRADICTED}
     assert not contradicted & {c.claim_id for c in composer_input.allowed_claims}
     assert not contradicted & {i for h in composer_input.allowed_hypotheses for i in h.claim_ids}

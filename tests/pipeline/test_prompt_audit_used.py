@@ -24,7 +24,7 @@ from pipeline.model import ModelReply
 from pipeline.prompts import Prompt, load_prompt, merge_prompt_uses, prompt_audit, prompts_used
 from pipeline.scenarios import load_scenario
 from pipeline.sources.scenario import ScenarioSource
-from pipeline.tools.registry import default_registry
+from pipeline.tools.builtin import default_registry
 from pipeline.verification import load_bundle, verify_bundle
 from tests.doubles import Scripted
 

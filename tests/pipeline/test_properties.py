@@ -38,7 +38,7 @@ from models.common import Verdict
 from models.composer import ComposerInput
 from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.verifier import ClaimCheck, EvidenceGap, Verification
-from pipeline.rules.composer_input import build_composer_input
+from pipeline.rules.composer_input import build_composition
 from pipeline.rules.jsonpath import parse_path, resolve
 from pipeline.rules.rendering import NO_RELIABLE_CONCLUSION, render
 from pipeline.rules.statements import check_reply, self_statements
@@ -153,7 +153,7 @@ def withheld_texts(material: dict[str, Any], verdict: Verdict) -> list[str]:
 def test_withheld_claims_never_reach_the_composer_input(
     material: dict[str, Any], verdict: Verdict
 ) -> None:
-    composer_input = build_composer_input(query=QUERY, verdict=verdict, **material)
+    composer_input = build_composition(query=QUERY, verdict=verdict, **material).composer_input
     serialized = canonical_bytes(composer_input).decode()
     for text in withheld_texts(material, verdict):
         assert text not in serialized
@@ -189,10 +189,10 @@ def test_text_that_reads_as_instructions_never_reaches_the_composer(
         "recommended_actions": [*executor.model_dump(mode="json")["recommended_actions"],
                                 *extra],
         "missing_info": [*executor.missing_info, data.draw(INJECTIONS)]})
-    composer_input = build_composer_input(
+    composer_input = build_composition(
         query=QUERY, verdict=verdict, claims=claims, checks=material["checks"],
         gaps=material["gaps"], executor_output=executor,
-        rationale=spliced(material["rationale"]))
+        rationale=spliced(material["rationale"])).composer_input
     texts = [composer_input.original_query, composer_input.rationale,
              *(g.text for g in composer_input.missing_info),
              *(c.text for c in composer_input.allowed_claims),
@@ -212,7 +212,8 @@ def test_text_that_reads_as_instructions_never_reaches_the_composer(
 @PROPERTY
 @given(material=composer_material())
 def test_a_reject_never_yields_a_root_cause(material: dict[str, Any]) -> None:
-    composer_input = build_composer_input(query=QUERY, verdict=Verdict.REJECT, **material)
+    composition = build_composition(query=QUERY, verdict=Verdict.REJECT, **material)
+    composer_input = composition.composer_input
     assert composer_input.allowed_hypotheses == []
     assert all(c.kind is not ClaimKind.ROOT_CAUSE for c in composer_input.allowed_claims)
     answer = render(composer_input)

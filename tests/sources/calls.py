@@ -9,8 +9,8 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from pipeline.data.records import iso
 from pipeline.scenarios import Scenario
-from pipeline.tools.records import iso
 
 CALL_ID = "toolu_01Equivalence0000000000"
 

@@ -41,9 +41,9 @@ from typing import Any
 
 import httpx
 
+from pipeline.data.records import Alert, iso
 from pipeline.scenarios import Scenario, load_scenario, scenario_path
 from pipeline.sources.config import AlertmanagerBackend, PrometheusBackend
-from pipeline.tools.records import Alert, iso
 
 SCENARIOS = ("checkout-pool-exhaustion", "inventory-oom-crashloop",
              "orders-latency-payment-gateway")

@@ -9,11 +9,12 @@ from typing import Any
 import httpx
 import pytest
 
+from pipeline.data.records import Alert
+from pipeline.data.source import AlertQuery
+from pipeline.errors import SourceError
 from pipeline.sources.alertmanager import Alertmanager
-from pipeline.sources.base import AlertQuery, SourceError
 from pipeline.sources.config import AlertmanagerBackend
 from pipeline.sources.prometheus import Prometheus
-from pipeline.tools.records import Alert
 from tests.sources.prom_harness import SCENARIOS, STEP_S, PromStack
 
 STEP = timedelta(seconds=STEP_S)

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from pipeline.data.source import AlertQuery, Fetched, MetricQuery
+from pipeline.errors import SourceError
 from pipeline.sources.alertmanager import Alertmanager
-from pipeline.sources.base import AlertQuery, Fetched, MetricQuery, SourceError
 from pipeline.sources.config import AlertmanagerBackend, PrometheusBackend
 from pipeline.sources.http import BackendAuthError, BackendUnreachableError
 from pipeline.sources.prometheus import Prometheus

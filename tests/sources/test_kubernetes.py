@@ -11,11 +11,12 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from pipeline.data.records import Deployment, KubeEvent
+from pipeline.data.source import ChangeQuery, EventQuery
+from pipeline.errors import SourceError
 from pipeline.scenarios import load_scenario, scenario_path
-from pipeline.sources.base import ChangeQuery, EventQuery, SourceError
 from pipeline.sources.config import BearerAuth, KubernetesBackend
 from pipeline.sources.kubernetes import Kubernetes, escape_field_value, image_tag
-from pipeline.tools.records import Deployment, KubeEvent
 from tests.sources.replay import KubernetesReplay, free_port
 
 SCENARIOS = ["checkout-pool-exhaustion", "inventory-oom-crashloop",

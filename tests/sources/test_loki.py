@@ -13,11 +13,12 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from pipeline.data.records import LEVEL_RANK, LogEntry
+from pipeline.data.source import LogQuery
+from pipeline.errors import SourceError
 from pipeline.scenarios import load_scenario, scenario_path
-from pipeline.sources.base import LogQuery, SourceError
 from pipeline.sources.config import BearerAuth, LokiBackend
 from pipeline.sources.loki import Loki, build_logql, level_regex, regex_literal
-from pipeline.tools.records import LEVEL_RANK, LogEntry
 from tests.sources.replay import LokiFlood, LokiReplay, flood_process, free_port
 
 SCENARIOS = ["checkout-pool-exhaustion", "inventory-oom-crashloop",

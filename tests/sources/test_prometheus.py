@@ -10,12 +10,13 @@ from typing import Any
 import httpx
 import pytest
 
+from pipeline.data.records import Alert, MetricSeries
+from pipeline.data.source import AlertQuery, MetricQuery
+from pipeline.errors import SourceError
 from pipeline.scenarios import Scenario
 from pipeline.sources import prometheus as prom_module
-from pipeline.sources.base import AlertQuery, MetricQuery, SourceError
 from pipeline.sources.config import PrometheusBackend
 from pipeline.sources.prometheus import Prometheus, guess_unit
-from pipeline.tools.records import Alert, MetricSeries
 from tests.sources.prom_harness import SCENARIOS, STEP_S, PromStack
 
 STEP = timedelta(seconds=STEP_S)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from models.agent import ToolCallRequest
+from pipeline.data.records import LEVEL_RANK
 from pipeline.scenarios import Scenario, default_scenarios_dir, list_scenarios, load_scenario
 from pipeline.sources import (
     LOG_FETCH_LIMIT,
@@ -28,7 +29,6 @@ from pipeline.sources import (
 )
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry, run_tool
-from pipeline.tools.records import LEVEL_RANK
 from tests.sources.calls import CALL_ID, calls, digest
 
 DIGESTS = json.loads((Path(__file__).parent / "scenario_tool_digests.json").read_text())

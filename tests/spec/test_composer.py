@@ -14,7 +14,7 @@ from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.fallback import FallbackReason
 from models.verifier import Verification
 from pipeline.errors import ProviderRejectedError
-from pipeline.rules.composer_input import BEYOND_GAP, build_composer_input, build_composition
+from pipeline.rules.composer_input import BEYOND_GAP, build_composition
 from pipeline.rules.fallback import semantic_unavailable
 from pipeline.rules.rendering import NO_RELIABLE_CONCLUSION, render
 
@@ -65,13 +65,13 @@ def build(
     rationale: str = "Checked every claim.",
     unsaid: tuple[str, ...] = (),
 ) -> ComposerInput:
-    return build_composer_input(
+    return build_composition(
         query=QUERY, verdict=verdict, claims=CLAIMS if claims is None else claims,
         checks=[check(cid, v) for cid, v in verifications.items()],
         gaps=gaps or [], executor_output=ExecutorEvidenceV2.model_validate(
             output or executor_output()),
         rationale=rationale, unsaid=unsaid,
-    )
+    ).composer_input
 
 
 def allowed_ids(ci: ComposerInput) -> list[str]:

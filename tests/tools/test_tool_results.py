@@ -13,9 +13,9 @@ import pytest
 from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
 
 from models.invocation import EvidenceStatus, LifecycleStatus
+from pipeline.data.records import iso
+from pipeline.data.runbooks import tokenize
 from pipeline.rules.jsonpath import resolve
-from pipeline.tools.records import iso
-from pipeline.tools.runbooks import tokenize
 
 CHECKOUT = "checkout-pool-exhaustion"
 INVENTORY = "inventory-oom-crashloop"

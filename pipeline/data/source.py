@@ -21,29 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
-from pipeline.errors import InputError, VerityError
-from pipeline.tools.records import Alert, Deployment, KubeEvent, LogEntry, MetricSeries
-
-if TYPE_CHECKING:
-    from pipeline.tools.runbooks import RunbookIndex
+from pipeline.data.records import Alert, Deployment, KubeEvent, LogEntry, MetricSeries
+from pipeline.data.runbooks import RunbookIndex
 
 ItemT = TypeVar("ItemT")
 
 LOG_FETCH_LIMIT = 5000
 """Log lines a tool asks a source for per window; counts beyond it come from `total`."""
-
-
-class SourceError(VerityError):
-    """A backend could not answer: unreachable, timed out, refused the credentials, answered
-    an error or something that is not its documented format, or more than the byte bound.
-    The message is one line naming the backend and the reason, never a credential."""
-
-
-class UnknownSourceError(InputError):
-    """No source of that name is configured (or the reference is not a source at all): an
-    input error, refused at submit with nothing written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +168,4 @@ __all__ = [
     "Fetched",
     "LogQuery",
     "MetricQuery",
-    "SourceError",
-    "UnknownSourceError",
 ]
