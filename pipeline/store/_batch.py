@@ -135,12 +135,6 @@ class BatchStore:
                 raise BatchNotFoundError(batch_id)
             return _batch(row)
 
-    def list_batches(self, *, tenant_id: str, limit: int = 20) -> list[BatchRecord]:
-        """The tenant's batches, newest first."""
-        stmt = (select(ReverifyBatchRow).where(ReverifyBatchRow.tenant_id == tenant_id)
-                .order_by(ReverifyBatchRow.created_at.desc()).limit(limit))
-        with self._read() as session:
-            return [_batch(row) for row in session.scalars(stmt)]
 
     def start_batch(self, batch_id: str) -> bool:
         """PENDING -> RUNNING (False if it was not PENDING: started, ended or cancelled)."""
@@ -323,15 +317,6 @@ class BatchStore:
             if len(items) < page:
                 return
             after = items[-1].seq
-
-    def batch_attempts(self, batch_id: str) -> list[LlmAttempt]:
-        """The model attempts the batch made, in order."""
-        from pipeline.store._ops import _attempt
-
-        stmt = (select(LlmAttemptRow).where(LlmAttemptRow.batch_id == batch_id)
-                .order_by(LlmAttemptRow.id))
-        with self._read() as session:
-            return [_attempt(row) for row in session.scalars(stmt)]
 
 
 # -- helpers ----------------------------------------------------------------------------------

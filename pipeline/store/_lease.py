@@ -36,11 +36,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from models.run import LlmAttempt
 from models.tables import DiagnosisRunRow, LlmAttemptRow, UtcDateTime
 from pipeline.errors import RunNotFoundError, StoreError
 from pipeline.store._engine import _TERMINAL
-from pipeline.store._ops import _as_utc, _now
+from pipeline.store._ops import _now
 from pipeline.store._pg import HotPath
 
 __all__ = ["ABANDONED", "IN_FLIGHT", "LeaseOutcome", "LeaseState", "LeaseStore"]
@@ -379,15 +378,6 @@ class LeaseStore:
         with self._connect_write() as connection:
             return int(connection.execute(ABANDON, params).rowcount)
 
-    def record_attempts(self, attempts: Sequence[LlmAttempt]) -> list[int]:
-        """Insert attempt rows outside a node's commit (a commit that lost its race): each
-        keeps its number if free, else takes the next one; never fails on a taken number.
-        The numbers stored, in order; RunNotFoundError if a run does not exist."""
-        return [self._insert_numbered({
-            **{f"p_{name}": value for name, value in a.model_dump(
-                exclude={"attempt_number", "created_at"}).items()},
-            "p_number": a.attempt_number, "p_now": _as_utc(a.created_at),
-        }) for a in attempts]
 
     def _insert_numbered(self, params: dict[str, Any]) -> int:
         for _ in range(_NUMBER_TRIES):

@@ -144,13 +144,6 @@ def _owned(stmt: _Select, tenant_id: str | None) -> _Select:
     return stmt if tenant_id is None else stmt.where(DiagnosisRunRow.tenant_id == tenant_id)
 
 
-def _require_invocation(session: Session, run_id: str, tool_call_id: str) -> None:
-    stmt = select(ToolInvocationRow.id).where(
-        ToolInvocationRow.run_id == run_id, ToolInvocationRow.tool_call_id == tool_call_id
-    )
-    if session.scalar(stmt) is None:
-        _require_run(session, run_id)
-        raise StoreError(f"no tool call {tool_call_id!r} in run {run_id}")
 
 
 def _advance_values(

@@ -61,9 +61,7 @@ from pipeline.store._ops import (
     _duplicate_attempt,
     _event,
     _finalize,
-    _insert_attempt,
     _insert_event,
-    _insert_invocation,
     _invocation,
     _invocation_of,
     _invocations,
@@ -129,6 +127,11 @@ class RunStore(LeaseStore, BatchStore, TokenStore):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    @property
+    def engine(self) -> Engine:
+        """The engine the store writes with (its schema at head)."""
+        return self._engine
 
     def _hot_path(self) -> _pg.HotPath:
         assert self._hot is not None, "PostgreSQL only"
@@ -589,21 +592,7 @@ class RunStore(LeaseStore, BatchStore, TokenStore):
             raise RunNotFoundError(run_id)
         return flag
 
-    def set_executor_output(self, run_id: str, raw: str) -> None:
-        """Keep exactly what the Executor returned (for export; never in self_evaluation)."""
-        stmt = (
-            update(DiagnosisRunRow)
-            .where(DiagnosisRunRow.run_id == run_id)
-            .values(executor_output_raw=raw, updated_at=_now())
-        )
-        with self._write() as session:
-            if _rowcount(session.execute(stmt, execution_options=_NO_SYNC)) == 0:
-                raise RunNotFoundError(run_id)
 
-    def get_executor_output(self, run_id: str) -> str | None:
-        """The raw Executor output, or None if none was stored."""
-        with self._read() as session:
-            return _load_run(session, run_id).executor_output_raw
 
     def to_bundle(self, run_id: str, *, tenant_id: str) -> RunBundle:
         """The tenant's run as a bundle (`verity export`); StoreError if it has no Executor
@@ -627,10 +616,6 @@ class RunStore(LeaseStore, BatchStore, TokenStore):
 
     # -- tool invocations ---------------------------------------------------------------
 
-    def add_invocation(self, run_id: str, invocation: ToolInvocation, *, turn: int = 0) -> None:
-        """Record a tool call; DuplicateToolCallError (first row kept) if its id is taken."""
-        with self._write() as session:
-            _insert_invocation(session, run_id, invocation, turn=turn)
 
     def complete_invocation(
         self,
@@ -684,12 +669,6 @@ class RunStore(LeaseStore, BatchStore, TokenStore):
 
     # -- events and attempts ------------------------------------------------------------
 
-    def append_event(
-        self, run_id: str, *, node: str, kind: str, payload: dict[str, Any] | None = None
-    ) -> RunEvent:
-        """Append to the run's trace; seq is the next of 1, 2, 3 ... for this run."""
-        with self._write() as session:
-            return _insert_event(session, run_id, node=node, kind=kind, payload=payload or {})
 
     def events_since(
         self, run_id: str, seq: int = 0, *, tenant_id: str, limit: int | None = None
@@ -736,10 +715,6 @@ class RunStore(LeaseStore, BatchStore, TokenStore):
         with self._connect_read() as connection:
             connection.execute(text("SELECT 1"))
 
-    def record_attempt(self, attempt: LlmAttempt) -> None:
-        """Record one model call; StoreError if (run, role, cycle, attempt) is taken."""
-        with self._write() as session:
-            _insert_attempt(session, attempt)
 
     def list_attempts(self, run_id: str) -> list[LlmAttempt]:
         """The run's own model attempts in the order they were recorded (a re-verification's

@@ -16,6 +16,7 @@ from models.tables import DiagnosisRunRow
 from pipeline.errors import BatchNotFoundError
 from pipeline.store import RunStore
 from tests.store.test_conformance import _attempt, _bundle, _invocation, _result
+from tests.store_rows import add_invocation, batch_attempts, set_executor_output
 
 A, B = "team-a", "team-b"
 
@@ -25,8 +26,8 @@ def _finished(store: RunStore, tenant: str = A, *, session: str | None = None,
     bundle = _bundle()
     run_id = store.create_run(tenant_id=tenant, query=bundle.query, intent=Intent.DIAGNOSIS,
                               session_id=session, state={"next": {"node": "plan"}})
-    store.add_invocation(run_id, _invocation("toolu_01"))
-    store.set_executor_output(run_id, bundle.executor_output_raw)
+    add_invocation(store, run_id, _invocation("toolu_01"))
+    set_executor_output(store, run_id, bundle.executor_output_raw)
     store.finalize(run_id, _result(run_id, fallback=fallback))
     return run_id
 
@@ -145,7 +146,7 @@ def test_items_land_once_and_the_counters_end_the_batch(store: RunStore) -> None
     batch = store.get_batch("b1")
     assert (batch.status, batch.done, batch.failed, batch.pending) == (
         BatchStatus.RUNNING, 2, 0, 1)
-    assert len(store.batch_attempts("b1")) == 2  # the duplicate's attempts were not written
+    assert len(batch_attempts(store, "b1")) == 2  # the duplicate's attempts were not written
     assert store.list_attempts(ids[0]) == []  # a run's own attempts exclude its batches'
     assert store.record_items("b1", [_done(items[ids[2]], ids[2], error=True)], []) == 1
     batch = store.get_batch("b1")
