@@ -34,10 +34,10 @@ def _finished(store: RunStore, tenant: str = A, *, session: str | None = None,
 
 def _rows(store: RunStore) -> list[dict[str, Any]]:
     """Every stored run, column by column."""
-    with store._read() as session:  # noqa: SLF001 - a byte-level snapshot of the runs
-        rows = session.scalars(select(DiagnosisRunRow).order_by(DiagnosisRunRow.run_id))
-        return [{c.name: getattr(r, c.name) for c in DiagnosisRunRow.__table__.columns}
-                for r in rows]
+    with store.engine.connect() as connection:  # a byte-level snapshot of the runs
+        rows = connection.execute(select(DiagnosisRunRow.__table__)
+                                  .order_by(DiagnosisRunRow.run_id)).mappings()
+        return [dict(row) for row in rows]
 
 
 def _done(seq: int, run_id: str, *, error: bool = False) -> ItemResult:
@@ -90,7 +90,7 @@ def test_a_page_of_runs_is_one_query_whatever_it_leaves_out(store: RunStore) -> 
         statements.append(statement)
 
     # the reading pool (its own engine on PostgreSQL) and the writing one; on SQLite one pool
-    engines = {id(e.pool): e for e in (store._engine, store._fast)}.values()  # noqa: SLF001
+    engines = {id(e.pool): e for e in (store.engine, store.read_engine)}.values()
     for engine in engines:
         event.listen(engine, "before_cursor_execute", seen)
     try:
