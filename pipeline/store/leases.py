@@ -25,8 +25,6 @@ from sqlalchemy import (
     Select,
     String,
     bindparam,
-    case,
-    exists,
     func,
     or_,
     select,
@@ -108,17 +106,11 @@ _SAME_CALL = (ATTEMPT.run_id == RUN.run_id, ATTEMPT.batch_id == "",
               ATTEMPT.role == bindparam("p_role"), ATTEMPT.cycle == bindparam("p_cycle"))
 _NEXT_NUMBER = select(func.coalesce(func.max(ATTEMPT.attempt_number), 0) + 1).where(
     *_SAME_CALL).scalar_subquery()
-_WANTED = bindparam("p_number", type_=Integer)
-_NUMBER = case(
-    (_WANTED.is_not(None) & ~exists().where(*_SAME_CALL, ATTEMPT.attempt_number == _WANTED),
-     _WANTED),
-    else_=_NEXT_NUMBER,
-)
 _ROW = {
     "run_id": RUN.run_id,
     "role": bindparam("p_role", type_=String),
     "cycle": bindparam("p_cycle", type_=Integer),
-    "attempt_number": _NUMBER,
+    "attempt_number": _NEXT_NUMBER,
     "prompt_name": bindparam("p_prompt_name", type_=String),
     "prompt_version": bindparam("p_prompt_version", type_=String),
     "input_sha256": bindparam("p_input_sha256", type_=String),
@@ -143,9 +135,9 @@ INSERT_NUMBERED = (
         index_elements=["run_id", "batch_id", "role", "cycle", "attempt_number"])
     .returning(ATTEMPT.attempt_number)
 )
-"""One attempt row numbered `p_number` if that is free (NULL: never), else one above the
-highest of its run, role and cycle; nothing if the run does not exist or the number was taken
-meanwhile (PostgreSQL: another copy's concurrent insert)."""
+"""One attempt row numbered one above the highest of its run, role and cycle; nothing if the
+run does not exist or the number was taken meanwhile (PostgreSQL: another copy's concurrent
+insert)."""
 _SAME_ROW = (ATTEMPT.run_id == bindparam("p_run_id"), ATTEMPT.batch_id == "",
              ATTEMPT.role == bindparam("p_role"),
              ATTEMPT.cycle == bindparam("p_cycle"),
@@ -203,20 +195,15 @@ UPDATE diagnosis_run SET lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = %(p_run_id)s AND lease_owner = %(p_owner)s
 """
 PG_INSERT_NUMBERED = """
-WITH p AS (SELECT CAST(%(p_role)s AS varchar) AS role, CAST(%(p_cycle)s AS integer) AS cycle,
-                  CAST(%(p_number)s AS integer) AS wanted)
+WITH p AS (SELECT CAST(%(p_role)s AS varchar) AS role, CAST(%(p_cycle)s AS integer) AS cycle)
 INSERT INTO llm_attempt (run_id, role, cycle, attempt_number, prompt_name, prompt_version,
                          input_sha256, model, latency_ms, input_tokens, output_tokens,
                          cache_read_tokens, cache_write_tokens, cost_usd, outcome, error_type,
                          created_at)
 SELECT r.run_id, p.role, p.cycle,
-       CASE WHEN p.wanted IS NOT NULL AND NOT EXISTS (
-              SELECT 1 FROM llm_attempt a WHERE a.run_id = r.run_id AND a.batch_id = ''
-                AND a.role = p.role AND a.cycle = p.cycle AND a.attempt_number = p.wanted)
-            THEN p.wanted
-            ELSE COALESCE((SELECT MAX(a.attempt_number) FROM llm_attempt a
-                           WHERE a.run_id = r.run_id AND a.batch_id = '' AND a.role = p.role
-                             AND a.cycle = p.cycle), 0) + 1 END,
+       COALESCE((SELECT MAX(a.attempt_number) FROM llm_attempt a
+                 WHERE a.run_id = r.run_id AND a.batch_id = '' AND a.role = p.role
+                   AND a.cycle = p.cycle), 0) + 1,
        %(p_prompt_name)s, %(p_prompt_version)s, %(p_input_sha256)s, %(p_model)s,
        %(p_latency_ms)s, %(p_input_tokens)s, %(p_output_tokens)s, %(p_cache_read_tokens)s,
        %(p_cache_write_tokens)s, %(p_cost_usd)s, %(p_outcome)s, %(p_error_type)s, %(p_now)s
@@ -430,7 +417,7 @@ class Leases:
         """Insert an `in_flight` attempt row before its request is sent; its number, one
         above the highest stored for (run, role, cycle). RunNotFoundError without the run."""
         params = {
-            "p_run_id": run_id, "p_role": role, "p_cycle": cycle, "p_number": None,
+            "p_run_id": run_id, "p_role": role, "p_cycle": cycle,
             "p_prompt_name": prompt_name, "p_prompt_version": prompt_version,
             "p_input_sha256": input_sha256, "p_model": model, "p_outcome": IN_FLIGHT,
             "p_now": utc_now(), "p_latency_ms": 0.0, "p_input_tokens": 0,
