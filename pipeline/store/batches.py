@@ -27,7 +27,6 @@ from models.batch import (
 )
 from models.bundle import RunBundle
 from models.common import Intent
-from models.evaluation import SelfEvaluation
 from models.run import LlmAttempt, RunRecord
 from models.tables import (
     DiagnosisRunRow,
@@ -36,7 +35,6 @@ from models.tables import (
     ReverifyItemRow,
     ToolInvocationRow,
 )
-from models.verifier import RetryContext
 from pipeline.errors import BatchNotFoundError
 from pipeline.store import convert
 from pipeline.store.engine import TERMINAL, Database
@@ -256,7 +254,7 @@ class Batches:
         for run_id in run_ids:
             run = runs.get(run_id)
             out[run_id] = ("the run is no longer stored" if run is None
-                           else _judgeable(run, invocations[run_id]))
+                           else convert.judgeable(run, invocations[run_id]))
         return out
 
     def record_items(
@@ -351,31 +349,6 @@ def _selected(tenant_id: str, selection: Selection, *, terminal_only: bool, eval
             conditions.append(DiagnosisRunRow.verdict.is_(None))
         stmt = stmt.where(or_(*conditions))
     return stmt.order_by(DiagnosisRunRow.created_at.desc(), DiagnosisRunRow.run_id.desc())
-
-
-def _judgeable(row: Any, invocations: list[Any]) -> tuple[RunRecord, RunBundle] | str:
-    """The run and its bundle from the rows `load_for_judging` read, or why it cannot be
-    re-judged (one line)."""
-    if row.intent != Intent.DIAGNOSIS.value:
-        return f"a {row.intent} run has no claims to re-verify"
-    if row.executor_output_raw is None:
-        return f"the run has no stored Executor output (it ended {row.status} before it)"
-    try:
-        evaluation = (SelfEvaluation.model_validate_json(row.evaluation_json)
-                      if row.evaluation_json is not None else None)
-        record = convert.record(row, with_answer=False, evaluation=evaluation)
-        bundle = RunBundle(
-            run_id=row.run_id, session_id=row.session_id, query=row.query,
-            intent=Intent(row.intent),
-            invocations=[convert.invocation_of(c.tool_call_id, c.tool_name, c.arguments, c.status,
-                                       c.evidence_status, c.projection_json, c.error)
-                         for c in invocations],
-            executor_output_raw=row.executor_output_raw,
-            retry_context=RetryContext.model_validate(row.retry) if row.retry else None)
-    except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError included
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"the stored run is corrupt: {first}"
-    return record, bundle
 
 
 _JUDGED_RUN_COLUMNS = [

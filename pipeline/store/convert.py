@@ -6,13 +6,15 @@ ORM rows never leave the store; these are the only functions that read their fie
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 from pydantic import ValidationError
 
 from models.batch import BatchRecord, BatchStatus, ItemDetail, ItemRecord, ItemStatus, Selection
-from models.bundle import FinalAnswer
+from models.bundle import FinalAnswer, RunBundle
 from models.common import FallbackType, Intent, RunStatus, Verdict
 from models.evaluation import SelfEvaluation
 from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
@@ -20,6 +22,7 @@ from models.run import LlmAttempt, RunEvent, RunHead, RunRecord, StalledRun
 from models.state import NextStep
 from models.tables import ApiTokenRow, LlmAttemptRow, ReverifyBatchRow, ReverifyItemRow, RunEventRow
 from models.token import ApiToken
+from models.verifier import RetryContext
 from pipeline.errors import StoreError
 
 
@@ -170,3 +173,57 @@ def next_step(raw: Any) -> NextStep | None:
         return NextStep.model_validate(raw) if raw else None
     except ValidationError:
         return None
+
+
+def judgeable(row: Any, invocations: list[Any]) -> tuple[RunRecord, RunBundle] | str:
+    """The run and its bundle from the rows a re-judgement reads (`Batches.load_for_judging`),
+    or why it cannot be re-judged (one line)."""
+    if row.intent != Intent.DIAGNOSIS.value:
+        return f"a {row.intent} run has no claims to re-verify"
+    if row.executor_output_raw is None:
+        return f"the run has no stored Executor output (it ended {row.status} before it)"
+    try:
+        evaluation = (SelfEvaluation.model_validate_json(row.evaluation_json)
+                      if row.evaluation_json is not None else None)
+        stored = record(row, with_answer=False, evaluation=evaluation)
+        exported = RunBundle(
+            run_id=row.run_id, session_id=row.session_id, query=row.query,
+            intent=Intent(row.intent),
+            invocations=[invocation_of(c.tool_call_id, c.tool_name, c.arguments, c.status,
+                                       c.evidence_status, c.projection_json, c.error)
+                         for c in invocations],
+            executor_output_raw=row.executor_output_raw,
+            retry_context=RetryContext.model_validate(row.retry) if row.retry else None)
+    except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError included
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"the stored run is corrupt: {first}"
+    return stored, exported
+
+
+def bundle(row: Any, invocations: list[ToolInvocation]) -> RunBundle:
+    """A run row and its tool calls as a bundle (`verity export`); the row must hold the
+    Executor output."""
+    assert row.executor_output_raw is not None
+    pipeline_state = (row.state or {}).get("pipeline") or {}
+    retry_context = pipeline_state.get("retry_context")
+    return RunBundle(
+        run_id=row.run_id,
+        session_id=row.session_id,
+        query=row.query,
+        intent=Intent(row.intent),
+        invocations=invocations,
+        executor_output_raw=row.executor_output_raw,
+        retry_context=RetryContext.model_validate(retry_context) if retry_context else None,
+    )
+
+
+TOKEN_FIELDS = ("token_id", "tenant_id", "name", "created_at", "revoked_at", "last_used_at")
+"""The columns `token_of` reads, in order."""
+
+
+def token_of(found: Sequence[Any]) -> ApiToken:
+    """A token from a plain row of its `TOKEN_FIELDS` (PostgreSQL's hot path), its times
+    in UTC."""
+    values = dict(zip(TOKEN_FIELDS, found, strict=True))
+    return ApiToken(**{k: v.astimezone(UTC) if isinstance(v, datetime) else v
+                       for k, v in values.items()})

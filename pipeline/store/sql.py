@@ -42,7 +42,6 @@ from models.run import LlmAttempt, RunEvent, RunHead, RunRecord, StalledRun
 from models.state import NextStep
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
 from models.token import ApiToken
-from models.verifier import RetryContext
 from pipeline.errors import RunNotFoundError, StaleStateError, StoreError
 from pipeline.store import convert, rows, sweep
 from pipeline.store.batches import PAGE, Batches
@@ -424,17 +423,7 @@ class SqlStore(RunStore):
             invocations = rows.read_invocations(session, run_id)
         if row.executor_output_raw is None:
             raise StoreError(f"run {run_id} has no executor output to export")
-        pipeline_state = (row.state or {}).get("pipeline") or {}
-        retry_context = pipeline_state.get("retry_context")
-        return RunBundle(
-            run_id=row.run_id,
-            session_id=row.session_id,
-            query=row.query,
-            intent=Intent(row.intent),
-            invocations=invocations,
-            executor_output_raw=row.executor_output_raw,
-            retry_context=RetryContext.model_validate(retry_context) if retry_context else None,
-        )
+        return convert.bundle(row, invocations)
 
     def complete_invocation(
         self,

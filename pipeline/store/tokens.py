@@ -4,7 +4,7 @@ statement); the secret itself never reaches this module."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import or_, select, update
 
@@ -85,8 +85,7 @@ class Tokens:
             return rowcount(session.execute(stmt)) == 1
 
 
-_TOKEN_FIELDS = ("token_id", "tenant_id", "name", "created_at", "revoked_at", "last_used_at")
-_LIVE_TOKEN = (f"SELECT {', '.join(_TOKEN_FIELDS)} FROM api_token "
+_LIVE_TOKEN = (f"SELECT {', '.join(convert.TOKEN_FIELDS)} FROM api_token "
                "WHERE secret_sha256 = %(p_hash)s AND revoked_at IS NULL")
 
 
@@ -103,6 +102,4 @@ class PgTokens(Tokens):
         found = self._hot.fetch_one(_LIVE_TOKEN, {"p_hash": secret_sha256})
         if found is None:
             return None
-        values = dict(zip(_TOKEN_FIELDS, found, strict=True))
-        return ApiToken(**{k: v.astimezone(UTC) if isinstance(v, datetime) else v
-                           for k, v in values.items()})
+        return convert.token_of(found)
