@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
-from pipeline.store import RunStore
+from pipeline.store import PostgresStore, RunStore, SqliteStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,10 +134,31 @@ def database_url(request: pytest.FixtureRequest) -> str:
     return url
 
 
+def _opener(backend: type[RunStore]) -> Callable[[str], RunStore]:
+    def open_backend(url: str) -> RunStore:
+        opened = RunStore.open(url)
+        assert isinstance(opened, backend), f"{url} opened a {type(opened).__name__}"
+        return opened
+    return open_backend
+
+
+STORE_FACTORIES: dict[str, Callable[[str], RunStore]] = {
+    "sqlite": _opener(SqliteStore),
+    "postgres": _opener(PostgresStore),
+}
+"""How the conformance suite opens a store on each backend (by `database_url`'s id): every
+test that takes `store` runs once per entry."""
+
+
 @pytest.fixture
-def store(database_url: str) -> Iterator[RunStore]:
-    """An open RunStore on a fresh database, on each backend."""
-    with RunStore.open(database_url) as opened:
+def store(database_url: str, request: pytest.FixtureRequest) -> Iterator[RunStore]:
+    """An open RunStore on a fresh database, on each backend; a test marked
+    `requires(capability, ...)` is skipped on a backend that does not declare them all."""
+    with STORE_FACTORIES[request.node.callspec.params["database_url"]](database_url) as opened:
+        marker = request.node.get_closest_marker("requires")
+        missing = set(marker.args if marker else ()) - set(opened.capabilities)
+        if missing:
+            pytest.skip(f"the {type(opened).__name__} lacks {', '.join(sorted(missing))}")
         yield opened
 
 

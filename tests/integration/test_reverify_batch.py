@@ -28,6 +28,7 @@ from pipeline.scenarios import default_scenarios_dir, list_scenarios
 from pipeline.store import RunStore
 from tests.integration.conftest import ROOT, TENANT, Workers, wait_for
 from tests.providers.test_fake_runs import drive
+from tests.store_rows import batch_attempts
 
 RUNS_PER_SCENARIO = 26
 """8 diagnosis scenarios x 26 = 208 stored runs (and 26 knowledge runs, which no batch picks)."""
@@ -179,7 +180,7 @@ def test_a_worker_killed_mid_batch_leaves_exactly_one_result_per_item(
     assert batch.status is BatchStatus.COMPLETED, errors[:5]
     assert batch.done == batch.total == len(items) == len({i.run_id for i in items})
     assert all(i.status is ItemStatus.DONE for i in items)
-    attempts = store.batch_attempts(batch_id)
+    attempts = batch_attempts(store, batch_id)
     keys = [(a.run_id, a.role, a.cycle, a.attempt_number) for a in attempts]
     assert len(keys) == len(set(keys))  # no item's attempts written twice
     assert {a.run_id for a in attempts} == {i.run_id for i in items}

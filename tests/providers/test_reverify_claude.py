@@ -19,6 +19,7 @@ from pipeline.reverify import judge_chunk
 from pipeline.run.runtime import Runtime
 from tests.providers.claude_like import answer_like_claude
 from tests.providers.test_fake_runs import TENANT, drive
+from tests.store_rows import batch_attempts
 
 SCENARIOS = ("checkout-pool-exhaustion", "inventory-oom-crashloop", "billing-no-evidence",
              "settlement-tls-expiry")
@@ -86,8 +87,8 @@ def test_message_batches_and_normal_calls_give_the_same_results(
         batched)
     assert not any(r["role"] in ("verifier", "composer") for r in fake.requests[calls:])
     # every model attempt is a row of its batch, at half the price when batched
-    normal_cost = sum(a.cost_usd for a in runtime.store.batch_attempts("normal"))
-    batched_cost = sum(a.cost_usd for a in runtime.store.batch_attempts("batched"))
+    normal_cost = sum(a.cost_usd for a in batch_attempts(runtime.store, "normal"))
+    batched_cost = sum(a.cost_usd for a in batch_attempts(runtime.store, "batched"))
     # (not exactly half: the batched run reads the prompt cache the normal run wrote)
     assert normal_cost > 0 and 0.45 < batched_cost / normal_cost < 0.55
     assert sum(i.cost_usd for i in batched) == pytest.approx(batched_cost, rel=1e-6)
@@ -105,14 +106,14 @@ def test_batch_faults_end_as_retries_each_recorded(
     before = len(fake.requests)
     items = _rejudge(runtime, settings, "faulty", message_batches=True)
     assert _outcomes(items) == clean  # retried to the same outcome
-    attempts = runtime.store.batch_attempts("faulty")
+    attempts = batch_attempts(runtime.store, "faulty")
     if fault == "expired":
         # the expired request is sent once more as a normal call: one full-price attempt
         resent = [r for r in fake.requests[before:] if r["role"] == "verifier"]
         assert len(resent) == 1
-        assert len(attempts) == len(runtime.store.batch_attempts("clean"))
+        assert len(attempts) == len(batch_attempts(runtime.store, "clean"))
         return
     failed = [a for a in attempts if a.outcome != "ok"]
     assert failed, "the fault left no attempt row"
     assert all(a.error_type for a in failed)
-    assert len(attempts) == len(runtime.store.batch_attempts("clean")) + len(failed)
+    assert len(attempts) == len(batch_attempts(runtime.store, "clean")) + len(failed)

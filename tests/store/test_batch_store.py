@@ -16,6 +16,7 @@ from models.tables import DiagnosisRunRow
 from pipeline.errors import BatchNotFoundError
 from pipeline.store import RunStore
 from tests.store.test_conformance import _attempt, _bundle, _invocation, _result
+from tests.store_rows import add_invocation, batch_attempts, set_executor_output
 
 A, B = "team-a", "team-b"
 
@@ -25,18 +26,18 @@ def _finished(store: RunStore, tenant: str = A, *, session: str | None = None,
     bundle = _bundle()
     run_id = store.create_run(tenant_id=tenant, query=bundle.query, intent=Intent.DIAGNOSIS,
                               session_id=session, state={"next": {"node": "plan"}})
-    store.add_invocation(run_id, _invocation("toolu_01"))
-    store.set_executor_output(run_id, bundle.executor_output_raw)
+    add_invocation(store, run_id, _invocation("toolu_01"))
+    set_executor_output(store, run_id, bundle.executor_output_raw)
     store.finalize(run_id, _result(run_id, fallback=fallback))
     return run_id
 
 
 def _rows(store: RunStore) -> list[dict[str, Any]]:
     """Every stored run, column by column."""
-    with store._read() as session:  # noqa: SLF001 - a byte-level snapshot of the runs
-        rows = session.scalars(select(DiagnosisRunRow).order_by(DiagnosisRunRow.run_id))
-        return [{c.name: getattr(r, c.name) for c in DiagnosisRunRow.__table__.columns}
-                for r in rows]
+    with store.engine.connect() as connection:  # a byte-level snapshot of the runs
+        rows = connection.execute(select(DiagnosisRunRow.__table__)
+                                  .order_by(DiagnosisRunRow.run_id)).mappings()
+        return [dict(row) for row in rows]
 
 
 def _done(seq: int, run_id: str, *, error: bool = False) -> ItemResult:
@@ -89,7 +90,7 @@ def test_a_page_of_runs_is_one_query_whatever_it_leaves_out(store: RunStore) -> 
         statements.append(statement)
 
     # the reading pool (its own engine on PostgreSQL) and the writing one; on SQLite one pool
-    engines = {id(e.pool): e for e in (store._engine, store._fast)}.values()  # noqa: SLF001
+    engines = {id(e.pool): e for e in (store.engine, store.read_engine)}.values()
     for engine in engines:
         event.listen(engine, "before_cursor_execute", seen)
     try:
@@ -145,7 +146,7 @@ def test_items_land_once_and_the_counters_end_the_batch(store: RunStore) -> None
     batch = store.get_batch("b1")
     assert (batch.status, batch.done, batch.failed, batch.pending) == (
         BatchStatus.RUNNING, 2, 0, 1)
-    assert len(store.batch_attempts("b1")) == 2  # the duplicate's attempts were not written
+    assert len(batch_attempts(store, "b1")) == 2  # the duplicate's attempts were not written
     assert store.list_attempts(ids[0]) == []  # a run's own attempts exclude its batches'
     assert store.record_items("b1", [_done(items[ids[2]], ids[2], error=True)], []) == 1
     batch = store.get_batch("b1")

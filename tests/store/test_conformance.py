@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
 from models.bundle import FinalAnswer, RunBundle, RunResult
 from models.common import FallbackType, Intent, RunStatus, Verdict
@@ -42,8 +45,13 @@ from models.run import LlmAttempt
 from models.verifier import ClaimCheck, EvidenceGap, FactCheck, FactClass, Verification
 from pipeline.errors import DuplicateToolCallError, RunNotFoundError, StaleStateError, StoreError
 from pipeline.store import RunStore
-from pipeline.store import _ops as store_module
-from pipeline.store import _pg as pg_module
+from tests.store_rows import (
+    add_invocation,
+    append_event,
+    executor_output,
+    record_attempt,
+    set_executor_output,
+)
 
 TENANT = "team-a"
 """The owner of this module's runs."""
@@ -210,6 +218,31 @@ def _bundle(run_id: str | None = "source-run") -> RunBundle:
     )
 
 
+@contextmanager
+def _refused_finalize_events(store: RunStore) -> Iterator[None]:
+    """A real fault: while open, the database refuses every `finalize` event row (a trigger
+    raising an integrity error), the way a full disk or a broken constraint would."""
+    if store.engine.dialect.name == "sqlite":
+        create = ["CREATE TRIGGER refuse_finalize BEFORE INSERT ON run_event "
+                  "WHEN NEW.node = 'finalize' BEGIN SELECT RAISE(ABORT, 'disk full'); END"]
+        drop = ["DROP TRIGGER refuse_finalize"]
+    else:
+        create = ["CREATE FUNCTION refuse_finalize() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                  "BEGIN RAISE EXCEPTION 'disk full' USING ERRCODE = 'check_violation'; END $$",
+                  "CREATE TRIGGER refuse_finalize BEFORE INSERT ON run_event FOR EACH ROW "
+                  "WHEN (NEW.node = 'finalize') EXECUTE FUNCTION refuse_finalize()"]
+        drop = ["DROP TRIGGER refuse_finalize ON run_event", "DROP FUNCTION refuse_finalize()"]
+    with store.engine.begin() as connection:
+        for statement in create:
+            connection.exec_driver_sql(statement)
+    try:
+        yield
+    finally:
+        with store.engine.begin() as connection:
+            for statement in drop:
+                connection.exec_driver_sql(statement)
+
+
 def _is_utc(value: datetime | None) -> bool:
     return value is not None and value.utcoffset() == timedelta(0)
 
@@ -267,8 +300,8 @@ def test_list_runs_newest_first_with_filters(store: RunStore) -> None:
 def test_duplicate_tool_call_id_raises_and_keeps_the_first_row(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     first = _invocation("toolu_01")
-    store.add_invocation(run_id, first)
-    store.add_invocation(run_id, _invocation("toolu_02"))
+    add_invocation(store, run_id, first)
+    add_invocation(store, run_id, _invocation("toolu_02"))
     intruder = ToolInvocation(
         tool_call_id="toolu_01",
         tool_name="query_metrics",
@@ -278,23 +311,23 @@ def test_duplicate_tool_call_id_raises_and_keeps_the_first_row(store: RunStore) 
         error="boom",
     )
     with pytest.raises(DuplicateToolCallError) as caught:
-        store.add_invocation(run_id, intruder, turn=3)
+        add_invocation(store, run_id, intruder, turn=3)
     assert (caught.value.run_id, caught.value.tool_call_id) == (run_id, "toolu_01")
     assert store.list_invocations(run_id) == [first, _invocation("toolu_02")]
     # Ids are unique per run, not globally.
     other = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    store.add_invocation(other, intruder)
+    add_invocation(store, other, intruder)
     assert store.list_invocations(other) == [intruder]
 
 
 def test_add_invocation_to_unknown_run_raises(store: RunStore) -> None:
     with pytest.raises(RunNotFoundError):
-        store.add_invocation("missing", _invocation("toolu_01"))
+        add_invocation(store, "missing", _invocation("toolu_01"))
 
 
 def test_complete_invocation_is_idempotent(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    store.add_invocation(run_id, _invocation("toolu_01", status=LifecycleStatus.PROJECTING))
+    add_invocation(store, run_id, _invocation("toolu_01", status=LifecycleStatus.PROJECTING))
     projection = _projection(hits=[{"message": "OOMKilled"}])
     assert store.complete_invocation(
         run_id,
@@ -342,7 +375,7 @@ def test_invocations_come_back_in_insertion_order(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     calls = [_invocation(call_id) for call_id in ("toolu_c", "toolu_a", "toolu_b")]
     for turn, invocation in enumerate(calls):
-        store.add_invocation(run_id, invocation, turn=turn)
+        add_invocation(store, run_id, invocation, turn=turn)
     assert store.list_invocations(run_id) == calls
     empty = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     assert store.list_invocations(empty) == []
@@ -361,7 +394,7 @@ def test_projection_keeps_its_key_order(store: RunStore) -> None:
         evidence_status=EvidenceStatus.EVIDENCE_FOUND,
         projection=projection,
     )
-    store.add_invocation(run_id, invocation)
+    add_invocation(store, run_id, invocation)
     (stored,) = store.list_invocations(run_id)
     assert stored.projection is not None
     assert stored.projection.model_dump_json() == projection.model_dump_json()
@@ -375,10 +408,10 @@ def test_events_are_numbered_per_run_and_paged(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     other = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     appended = [
-        store.append_event(run_id, node=node, kind="started", payload={"i": i})
+        append_event(store, run_id, node=node, kind="started", payload={"i": i})
         for i, node in enumerate(["plan", "execute", "gatekeep", "verify"])
     ]
-    store.append_event(other, node="plan", kind="started")
+    append_event(store, other, node="plan", kind="started")
     assert [e.seq for e in appended] == [1, 2, 3, 4]
     assert store.events_since(run_id, tenant_id=TENANT) == appended
     assert store.events_since(run_id, 2, tenant_id=TENANT) == appended[2:]
@@ -392,7 +425,7 @@ def test_events_since_of_unknown_run_raises(store: RunStore) -> None:
     with pytest.raises(RunNotFoundError):
         store.events_since("missing", tenant_id=TENANT)
     with pytest.raises(RunNotFoundError):
-        store.append_event("missing", node="plan", kind="started")
+        append_event(store, "missing", node="plan", kind="started")
 
 
 def test_concurrent_appends_get_unique_consecutive_seqs(store: RunStore) -> None:
@@ -405,7 +438,7 @@ def test_concurrent_appends_get_unique_consecutive_seqs(store: RunStore) -> None
         try:
             barrier.wait()
             for i in range(per_thread):
-                store.append_event(
+                append_event(store,
                     run_id, node="tool", kind="completed", payload={"w": worker, "i": i}
                 )
         except BaseException as exc:  # reported below, in the test thread
@@ -436,7 +469,7 @@ def test_attempts_round_trip_every_field(store: RunStore) -> None:
         _attempt(run_id, role="composer", number=1, cycle=0, cost_usd=0.0, model="offline-x"),
     ]
     for attempt in attempts:
-        store.record_attempt(attempt)
+        record_attempt(store, attempt)
     stored = store.list_attempts(run_id)
     assert stored == attempts
     assert all(_is_utc(a.created_at) for a in stored)
@@ -445,7 +478,7 @@ def test_attempts_round_trip_every_field(store: RunStore) -> None:
 def test_attempt_without_time_gets_one(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     before = datetime.now(UTC)
-    store.record_attempt(_attempt(run_id, created_at=None))
+    record_attempt(store, _attempt(run_id, created_at=None))
     (stored,) = store.list_attempts(run_id)
     assert stored.created_at is not None and stored.created_at >= before - timedelta(seconds=1)
     assert _is_utc(stored.created_at)
@@ -454,12 +487,12 @@ def test_attempt_without_time_gets_one(store: RunStore) -> None:
 def test_duplicate_attempt_raises_and_keeps_the_first(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     first = _attempt(run_id)
-    store.record_attempt(first)
+    record_attempt(store, first)
     with pytest.raises(StoreError, match="duplicate model attempt"):
-        store.record_attempt(_attempt(run_id, outcome="error", input_tokens=1))
+        record_attempt(store, _attempt(run_id, outcome="error", input_tokens=1))
     assert store.list_attempts(run_id) == [first]
     with pytest.raises(RunNotFoundError):
-        store.record_attempt(_attempt("missing"))
+        record_attempt(store, _attempt("missing"))
 
 
 # -- state changes ------------------------------------------------------------------------
@@ -526,20 +559,10 @@ def test_finalize_with_a_stale_version_raises(store: RunStore) -> None:
         store.finalize(run_id, _result("another-run"))
 
 
-def test_finalize_is_one_transaction(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_finalize_is_one_transaction(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-
-    def fail(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("disk full")
-
-    def clashing_events(events: object) -> str:  # two events with one seq: the insert fails
-        return '[{"seq": 1, "node": "a", "kind": "b", "payload": {}}, ' \
-               '{"seq": 1, "node": "a", "kind": "b", "payload": {}}]'
-
-    with monkeypatch.context() as patch:
-        patch.setattr(store_module, "_write_events", fail)  # SQLite: fails after the update
-        patch.setattr(pg_module, "event_rows", clashing_events)  # PostgreSQL: in the statement
-        with pytest.raises((RuntimeError, StoreError)):
+    with _refused_finalize_events(store):  # the event insert fails after the run's update
+        with pytest.raises((StoreError, IntegrityError)):
             store.finalize(run_id, _result(run_id, fallback=True))
     record = store.get_run(run_id, tenant_id=TENANT)
     assert (record.status, record.version, record.final_answer) == (RunStatus.PENDING, 0, None)
@@ -564,7 +587,7 @@ def test_self_evaluation_round_trips_exactly(store: RunStore) -> None:
 def test_datetimes_are_timezone_aware_utc(store: RunStore) -> None:
     before = datetime.now(UTC) - timedelta(seconds=1)
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    event = store.append_event(run_id, node="plan", kind="started")
+    event = append_event(store, run_id, node="plan", kind="started")
     store.finalize(run_id, _result(run_id))
     record = store.get_run(run_id, tenant_id=TENANT)
     stamps = [record.created_at, record.updated_at, record.finished_at, event.created_at]
@@ -605,15 +628,15 @@ def test_to_bundle_round_trips_a_stored_run(store: RunStore) -> None:
                               session_id="session-1")
     with pytest.raises(StoreError, match="no executor output"):
         store.to_bundle(run_id, tenant_id=TENANT)
-    assert store.get_executor_output(run_id) is None
+    assert executor_output(store, run_id) is None
     for invocation in original.invocations:
-        store.add_invocation(run_id, invocation)
-    store.set_executor_output(run_id, original.executor_output_raw)
-    assert store.get_executor_output(run_id) == original.executor_output_raw
+        add_invocation(store, run_id, invocation)
+    set_executor_output(store, run_id, original.executor_output_raw)
+    assert executor_output(store, run_id) == original.executor_output_raw
     exported = store.to_bundle(run_id, tenant_id=TENANT)
     assert exported == original.model_copy(update={"run_id": run_id})
     with pytest.raises(RunNotFoundError):
-        store.set_executor_output("missing", "{}")
+        set_executor_output(store, "missing", "{}")
 
 
 def test_save_verified_run_stores_everything(store: RunStore) -> None:

@@ -203,17 +203,6 @@ def test_journal__concurrent_copies_never_share_a_number(store: RunStore) -> Non
     assert all(batch == sorted(batch) for batch in numbers)
 
 
-def test_record_attempts__renumbers_taken_numbers_and_never_raises(store: RunStore) -> None:
-    run_id = _run(store)
-    assert [_begin(store, run_id), _begin(store, run_id)] == [1, 2]
-    lost = [LlmAttempt(run_id=run_id, role="verifier", attempt_number=n, outcome="ok",
-                       latency_ms=5.0, input_tokens=7, cost_usd=0.5, **ATTEMPT)
-            for n in (1, 5, 5)]
-    assert store.record_attempts(lost) == [3, 5, 6]
-    rows = _by_number(store, run_id)
-    assert sorted(n for _, _, n in rows) == [1, 2, 3, 5, 6]
-    assert (rows[("verifier", 0, 3)].outcome, rows[("verifier", 0, 3)].input_tokens) == ("ok", 7)
-    assert store.record_attempts([]) == []
 
 
 def test_journal__a_completed_row_is_dated_when_it_ended(store: RunStore) -> None:

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, UniqueConstraint, inspect, text
 from models.common import Intent
 from models.tables import Base
 from pipeline.errors import RunNotFoundError
-from pipeline.store import MIGRATIONS_DIR, RunStore, make_engine, upgrade_schema
+from pipeline.store import MIGRATIONS_DIR, RunStore, make_engine, store_for, upgrade_schema
 
 TENANT = "team-a"
 """The owner of this module's runs."""
@@ -144,7 +144,7 @@ def test_tenants__runs_stored_before_0005_belong_to_default(engine: Engine) -> N
     upgrade_schema(engine)
     assert _revision(engine) == _head()
     assert _diffs(engine) == []
-    with RunStore(engine) as store:
+    with store_for(engine) as store:
         assert store.get_run("old-1", tenant_id="default").tenant_id == "default"
         assert {r.run_id for r in store.list_runs(tenant_id="default")} == {"old-1", "old-2"}
         assert store.previous_turn("default", "sre-42") is not None

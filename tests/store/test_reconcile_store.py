@@ -17,9 +17,9 @@ from models.common import Intent, RunStatus
 from models.state import NextStep
 from models.tables import DiagnosisRunRow
 from pipeline.errors import StoreUnavailableError
-from pipeline.store import RunStore, make_engine
-from pipeline.store import _pg as pg_module
-from pipeline.store._engine import autocommit_engine
+from pipeline.store import RunStore, make_engine, store_for
+from pipeline.store import pg as pg_module
+from pipeline.store.engine import autocommit_engine
 
 TENANT = "team-a"
 """The owner of this module's runs."""
@@ -297,15 +297,15 @@ def test_a_refused_connection_at_checkout_is_store_unavailable(postgres_server_u
         RunStore.open(url)
 
 
-@pytest.mark.postgres
-def test_a_refused_connection_on_every_store_entry_point(postgres_url: str) -> None:
+@pytest.mark.requires("server")
+def test_a_refused_connection_on_every_store_entry_point(store: RunStore,
+                                                          database_url: str) -> None:
     """A store whose database went away: each entry point is StoreUnavailableError."""
     from sqlalchemy.engine import make_url
 
-    with RunStore.open(postgres_url) as opened:
-        run_id = _run(opened)
-    url = make_url(postgres_url).set(port=_closed_port()).render_as_string(hide_password=False)
-    gone = RunStore(make_engine(url))
+    run_id = _run(store)
+    url = make_url(database_url).set(port=_closed_port()).render_as_string(hide_password=False)
+    gone = store_for(make_engine(url))
     try:
         calls: list[Callable[[], Any]] = [
             lambda: _run(gone), lambda: gone.get_node_input(run_id),

@@ -20,6 +20,7 @@ from pipeline.errors import (
 )
 from pipeline.store import RunStore
 from tests.store.test_conformance import _attempt, _invocation, _result
+from tests.store_rows import executor_output
 
 TENANT = "team-a"
 """The owner of this module's runs."""
@@ -41,7 +42,7 @@ def test_commit_node__one_transaction_under_the_version_lock(store: RunStore) ->
     events = store.events_since(run_id, tenant_id=TENANT)
     assert [e.kind for e in events] == ["accepted", "completed"]
     assert len(store.list_attempts(run_id)) == 1
-    assert store.get_executor_output(run_id) == '{"claims": []}'
+    assert executor_output(store, run_id) == '{"claims": []}'
 
 
 def test_commit_node__a_stale_copy_changes_nothing(store: RunStore) -> None:

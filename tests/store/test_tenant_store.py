@@ -12,6 +12,7 @@ from models.common import Intent, RunStatus
 from pipeline.errors import InputError, RunNotFoundError
 from pipeline.store import RunStore
 from tests.store.test_conformance import _bundle, _invocation, _result
+from tests.store_rows import add_invocation, set_executor_output
 
 A, B = "team-a", "team-b"
 
@@ -34,8 +35,8 @@ def _exported_run(store: RunStore, tenant: str, *, session_id: str = "sre-42") -
     run_id = store.create_run(tenant_id=tenant, query=bundle.query, intent=Intent.DIAGNOSIS,
                               session_id=session_id, state={"next": {"node": "plan"}},
                               events=[("submit", "accepted", {})])
-    store.add_invocation(run_id, _invocation("toolu_01"))
-    store.set_executor_output(run_id, bundle.executor_output_raw)
+    add_invocation(store, run_id, _invocation("toolu_01"))
+    set_executor_output(store, run_id, bundle.executor_output_raw)
     store.finalize(run_id, _result(run_id))
     return run_id
 
@@ -100,7 +101,7 @@ def test_previous_turn__a_session_is_per_tenant(store: RunStore) -> None:
 def test_the_workers_reads_carry_the_owner(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=B, query="why?", intent=Intent.DIAGNOSIS,
                               session_id="s", state={"next": {"node": "plan"}})
-    store.add_invocation(run_id, _invocation("toolu_01"))
+    add_invocation(store, run_id, _invocation("toolu_01"))
     head, _, _, _ = store.get_node_input(run_id, with_executor_output=True,
                                          with_invocations=True)
     assert (head.tenant_id, head.session_id) == (B, "s")

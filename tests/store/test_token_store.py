@@ -11,6 +11,7 @@ from models.common import Intent, RunStatus
 from pipeline.errors import InputError, RunNotFoundError
 from pipeline.store import RunStore
 from pipeline.tokens import SECRET_PREFIX, hash_secret, new_secret
+from tests.store_rows import append_event
 
 A, B = "team-a", "team-b"
 
@@ -71,7 +72,7 @@ def test_follow_reads_status_and_new_events_of_the_tenants_run(store: RunStore) 
     run_id = store.create_run(tenant_id=A, query="q", intent=Intent.DIAGNOSIS)
     assert store.follow(run_id, 0, tenant_id=A) == (RunStatus.PENDING, [])
     for kind in ("started", "completed", "routed"):
-        store.append_event(run_id, node="plan", kind=kind)
+        append_event(store, run_id, node="plan", kind=kind)
     status, events = store.follow(run_id, 1, tenant_id=A)
     assert status is RunStatus.PENDING and [e.seq for e in events] == [2, 3]
     assert [e.seq for e in store.follow(run_id, 0, tenant_id=A, limit=2)[1]] == [1, 2]

@@ -27,7 +27,7 @@ from pipeline.factory import build_runtime
 from pipeline.run.runtime import Runtime
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.sources import UnknownSourceError
-from pipeline.store import RunStore, make_engine
+from pipeline.store import RunStore, make_engine, store_for
 from tasks import client as client_module
 from tasks.client import VerityClient
 
@@ -113,7 +113,7 @@ def test_submit__a_database_that_is_down_is_store_unavailable(
     client: VerityClient, postgres_url: str
 ) -> None:
     url = make_url(postgres_url).set(port=_closed_port()).render_as_string(hide_password=False)
-    client.runtime.store = RunStore(make_engine(url))
+    client.runtime.store = store_for(make_engine(url))
     try:
         with pytest.raises(StoreUnavailableError, match=r"^database unavailable: .*refused"):
             client.submit(QUESTION, data_source=str(CHECKOUT))

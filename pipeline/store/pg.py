@@ -25,17 +25,11 @@ from sqlalchemy import Engine
 from models.invocation import LifecycleStatus, ToolInvocation
 from models.run import LlmAttempt
 from pipeline.errors import DuplicateToolCallError, StoreError
-from pipeline.store._engine import _TERMINAL
-from pipeline.store._ops import (
-    _as_utc,
-    _available,
-    _duplicate_attempt,
-    _duplicate_id,
-    _jsonable,
-    _unavailable,
-)
+from pipeline.store.convert import jsonable
+from pipeline.store.engine import TERMINAL, available, unavailable
+from pipeline.store.rows import as_utc, duplicate_attempt, duplicate_id
 
-_NOT_TERMINAL = "status NOT IN ({})".format(", ".join(f"'{s}'" for s in _TERMINAL))
+_NOT_TERMINAL = "status NOT IN ({})".format(", ".join(f"'{s}'" for s in TERMINAL))
 
 _INVOCATIONS_JSON = """(
   SELECT json_agg(json_build_object(
@@ -157,7 +151,7 @@ def _iso(value: Any) -> str:
 
 def event_rows(events: Sequence[tuple[str, str, dict[str, Any]]]) -> str:
     """The events to insert, numbered 1..n (their seq is offset by the run's counter)."""
-    return dumps([{"seq": i, "node": node, "kind": kind, "payload": _jsonable(payload)}
+    return dumps([{"seq": i, "node": node, "kind": kind, "payload": jsonable(payload)}
                   for i, (node, kind, payload) in enumerate(events, start=1)])
 
 
@@ -176,7 +170,7 @@ def call_rows(invocations: Sequence[ToolInvocation], now: datetime) -> str:
 def attempt_rows(attempts: Sequence[LlmAttempt], now: datetime) -> str:
     """The model attempts to insert; a naive created_at is refused (StoreError)."""
     return dumps([{**a.model_dump(mode="json", exclude={"created_at"}),
-                   "created_at": _as_utc(a.created_at) if a.created_at else now}
+                   "created_at": as_utc(a.created_at) if a.created_at else now}
                   for a in attempts])
 
 
@@ -218,17 +212,17 @@ class HotPath:
         """A cursor on a pooled connection; a lost connection drops the pool and becomes
         StoreUnavailableError (the caller's task is retried), and so does a refused one."""
         try:
-            with _available():
+            with available():
                 connection = self._engine.raw_connection()
         except self._lost as exc:  # the pool connects with psycopg's own errors, unwrapped
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         cursor = connection.cursor()
         try:
             yield cursor
         except self._lost as exc:
             connection.invalidate(exc)
             self._engine.dispose()  # its siblings are likely dead too: reconnect lazily
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         finally:
             cursor.close()
             connection.close()
@@ -258,10 +252,10 @@ class HotPath:
                 # "Key (run_id, tool_call_id)=(<run>, <id>) already exists."
                 detail = getattr(getattr(exc, "diag", None), "message_detail", "") or ""
                 detail = detail.replace("(", " ").replace(")", " ").replace(",", " ")
-                raise DuplicateToolCallError(run_id, _duplicate_id(invocations, detail)
+                raise DuplicateToolCallError(run_id, duplicate_id(invocations, detail)
                                              ) from exc
             if "llm_attempt" in constraint:
-                raise StoreError(_duplicate_attempt(attempts)) from exc
+                raise StoreError(duplicate_attempt(attempts)) from exc
             if "diagnosis_run" in constraint:
                 raise StoreError(f"run {run_id} already exists") from exc
             raise StoreError(f"write to run {run_id} refused: {constraint or 'integrity'}"

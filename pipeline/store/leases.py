@@ -14,11 +14,10 @@ constraint: the loser's `ON CONFLICT DO NOTHING` inserts nothing and it tries th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import (
     Float,
@@ -26,24 +25,21 @@ from sqlalchemy import (
     Select,
     String,
     bindparam,
-    case,
-    exists,
     func,
     or_,
     select,
     update,
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection
 
-from models.run import LlmAttempt
 from models.tables import DiagnosisRunRow, LlmAttemptRow, UtcDateTime
 from pipeline.errors import RunNotFoundError, StoreError
-from pipeline.store._engine import _TERMINAL
-from pipeline.store._ops import _as_utc, _now
-from pipeline.store._pg import HotPath
+from pipeline.store.engine import TERMINAL, Database
+from pipeline.store.pg import HotPath
+from pipeline.store.rows import utc_now
 
-__all__ = ["ABANDONED", "IN_FLIGHT", "LeaseOutcome", "LeaseState", "LeaseStore"]
+__all__ = ["ABANDONED", "IN_FLIGHT", "CoreLeaseSql", "LeaseOutcome", "LeaseSql", "LeaseState",
+           "Leases", "PgLeaseSql"]
 
 IN_FLIGHT = "in_flight"
 """Outcome of a journaled attempt whose request is out and not answered yet."""
@@ -81,7 +77,7 @@ class LeaseOutcome:
 RUN = DiagnosisRunRow
 ATTEMPT = LlmAttemptRow
 
-_LIVE = (RUN.status.not_in(_TERMINAL), RUN.cancel_requested.is_(False))
+_LIVE = (RUN.status.not_in(TERMINAL), RUN.cancel_requested.is_(False))
 ACQUIRE = (
     update(RUN)
     .where(RUN.run_id == bindparam("p_run_id"), RUN.version == bindparam("p_version"), *_LIVE,
@@ -110,17 +106,11 @@ _SAME_CALL = (ATTEMPT.run_id == RUN.run_id, ATTEMPT.batch_id == "",
               ATTEMPT.role == bindparam("p_role"), ATTEMPT.cycle == bindparam("p_cycle"))
 _NEXT_NUMBER = select(func.coalesce(func.max(ATTEMPT.attempt_number), 0) + 1).where(
     *_SAME_CALL).scalar_subquery()
-_WANTED = bindparam("p_number", type_=Integer)
-_NUMBER = case(
-    (_WANTED.is_not(None) & ~exists().where(*_SAME_CALL, ATTEMPT.attempt_number == _WANTED),
-     _WANTED),
-    else_=_NEXT_NUMBER,
-)
 _ROW = {
     "run_id": RUN.run_id,
     "role": bindparam("p_role", type_=String),
     "cycle": bindparam("p_cycle", type_=Integer),
-    "attempt_number": _NUMBER,
+    "attempt_number": _NEXT_NUMBER,
     "prompt_name": bindparam("p_prompt_name", type_=String),
     "prompt_version": bindparam("p_prompt_version", type_=String),
     "input_sha256": bindparam("p_input_sha256", type_=String),
@@ -145,9 +135,9 @@ INSERT_NUMBERED = (
         index_elements=["run_id", "batch_id", "role", "cycle", "attempt_number"])
     .returning(ATTEMPT.attempt_number)
 )
-"""One attempt row numbered `p_number` if that is free (NULL: never), else one above the
-highest of its run, role and cycle; nothing if the run does not exist or the number was taken
-meanwhile (PostgreSQL: another copy's concurrent insert)."""
+"""One attempt row numbered one above the highest of its run, role and cycle; nothing if the
+run does not exist or the number was taken meanwhile (PostgreSQL: another copy's concurrent
+insert)."""
 _SAME_ROW = (ATTEMPT.run_id == bindparam("p_run_id"), ATTEMPT.batch_id == "",
              ATTEMPT.role == bindparam("p_role"),
              ATTEMPT.cycle == bindparam("p_cycle"),
@@ -180,7 +170,7 @@ RUN_EXISTS = select(RUN.run_id).where(RUN.run_id == bindparam("p_run_id"))
 
 # -- statements: PostgreSQL's hot path (one statement each, autocommit) ------------------------
 
-_PG_NOT_TERMINAL = "status NOT IN ({})".format(", ".join(f"'{s}'" for s in _TERMINAL))
+_PG_NOT_TERMINAL = "status NOT IN ({})".format(", ".join(f"'{s}'" for s in TERMINAL))
 _PG_LIVE = f"{_PG_NOT_TERMINAL} AND NOT cancel_requested"
 PG_ACQUIRE = f"""
 WITH taken AS (
@@ -205,20 +195,15 @@ UPDATE diagnosis_run SET lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = %(p_run_id)s AND lease_owner = %(p_owner)s
 """
 PG_INSERT_NUMBERED = """
-WITH p AS (SELECT CAST(%(p_role)s AS varchar) AS role, CAST(%(p_cycle)s AS integer) AS cycle,
-                  CAST(%(p_number)s AS integer) AS wanted)
+WITH p AS (SELECT CAST(%(p_role)s AS varchar) AS role, CAST(%(p_cycle)s AS integer) AS cycle)
 INSERT INTO llm_attempt (run_id, role, cycle, attempt_number, prompt_name, prompt_version,
                          input_sha256, model, latency_ms, input_tokens, output_tokens,
                          cache_read_tokens, cache_write_tokens, cost_usd, outcome, error_type,
                          created_at)
 SELECT r.run_id, p.role, p.cycle,
-       CASE WHEN p.wanted IS NOT NULL AND NOT EXISTS (
-              SELECT 1 FROM llm_attempt a WHERE a.run_id = r.run_id AND a.batch_id = ''
-                AND a.role = p.role AND a.cycle = p.cycle AND a.attempt_number = p.wanted)
-            THEN p.wanted
-            ELSE COALESCE((SELECT MAX(a.attempt_number) FROM llm_attempt a
-                           WHERE a.run_id = r.run_id AND a.batch_id = '' AND a.role = p.role
-                             AND a.cycle = p.cycle), 0) + 1 END,
+       COALESCE((SELECT MAX(a.attempt_number) FROM llm_attempt a
+                 WHERE a.run_id = r.run_id AND a.batch_id = '' AND a.role = p.role
+                   AND a.cycle = p.cycle), 0) + 1,
        %(p_prompt_name)s, %(p_prompt_version)s, %(p_input_sha256)s, %(p_model)s,
        %(p_latency_ms)s, %(p_input_tokens)s, %(p_output_tokens)s, %(p_cache_read_tokens)s,
        %(p_cache_write_tokens)s, %(p_cost_usd)s, %(p_outcome)s, %(p_error_type)s, %(p_now)s
@@ -248,12 +233,143 @@ ORDER BY attempt_number DESC LIMIT 1
 """
 
 
-class LeaseStore:
-    """Node leases and the attempt journal, on both backends; a base of `RunStore`, whose
-    PostgreSQL hot path (`_hot`) and write connections it uses."""
+class LeaseSql(Protocol):
+    """One backend's statements for leases and the journal, each one round trip; `Leases`
+    holds the logic around them (retries, numbering, refusals)."""
 
-    _hot: HotPath | None
-    _connect_write: Callable[[], AbstractContextManager[Connection]]
+    def acquire(self, params: dict[str, Any]) -> tuple[bool, Sequence[Any]]:
+        """Whether the conditional UPDATE took the lease, and the lease columns as found
+        (version, status, cancel_requested, owner, expires_at); RunNotFoundError."""
+        ...
+
+    def renew(self, params: dict[str, Any]) -> set[str]:
+        """The run ids whose lease was extended."""
+        ...
+
+    def release(self, params: dict[str, Any]) -> bool:
+        """Whether the owner's lease was given back."""
+        ...
+
+    def insert_numbered(self, params: dict[str, Any]) -> int | None:
+        """The number an attempt row was stored under, None if another copy took it first;
+        RunNotFoundError without the run."""
+        ...
+
+    def end(self, params: dict[str, Any]) -> bool:
+        """Whether an open attempt row was completed."""
+        ...
+
+    def answered(self, params: dict[str, Any]) -> str | None:
+        """The accepted reply of an earlier attempt of the same call, if any."""
+        ...
+
+    def abandon(self, params: dict[str, Any]) -> int:
+        """How many in-flight rows were marked abandoned."""
+        ...
+
+
+class CoreLeaseSql:
+    """`LeaseSql` as SQLAlchemy Core statements in a write transaction (SQLite)."""
+
+    def __init__(self, db: Database) -> None:
+        """`db`: the store's database."""
+        self._db = db
+
+    def acquire(self, params: dict[str, Any]) -> tuple[bool, Sequence[Any]]:
+        """See `LeaseSql.acquire`."""
+        with self._db.connect_write() as connection:
+            taken = connection.execute(ACQUIRE, params).first() is not None
+            row = connection.execute(SELECT_LEASE, params).one_or_none()
+        if row is None:
+            raise RunNotFoundError(params["p_run_id"])
+        return taken, tuple(row)
+
+    def renew(self, params: dict[str, Any]) -> set[str]:
+        """See `LeaseSql.renew`."""
+        with self._db.connect_write() as connection:
+            return set(connection.execute(RENEW, params).scalars())
+
+    def release(self, params: dict[str, Any]) -> bool:
+        """See `LeaseSql.release`."""
+        with self._db.connect_write() as connection:
+            return bool(connection.execute(RELEASE, params).rowcount == 1)
+
+    def insert_numbered(self, params: dict[str, Any]) -> int | None:
+        """See `LeaseSql.insert_numbered`."""
+        with self._db.connect_write() as connection:
+            row = connection.execute(INSERT_NUMBERED, params).first()
+            if row is None and connection.execute(RUN_EXISTS, params).first() is None:
+                raise RunNotFoundError(params["p_run_id"])
+        return None if row is None else int(row[0])
+
+    def end(self, params: dict[str, Any]) -> bool:
+        """See `LeaseSql.end`."""
+        with self._db.connect_write() as connection:
+            return bool(connection.execute(END_ATTEMPT, params).rowcount == 1)
+
+    def answered(self, params: dict[str, Any]) -> str | None:
+        """See `LeaseSql.answered`."""
+        with self._db.connect_write() as connection:
+            value = connection.execute(ANSWERED, params).scalar_one_or_none()
+        return None if value is None else str(value)
+
+    def abandon(self, params: dict[str, Any]) -> int:
+        """See `LeaseSql.abandon`."""
+        with self._db.connect_write() as connection:
+            return int(connection.execute(ABANDON, params).rowcount)
+
+
+class PgLeaseSql:
+    """`LeaseSql` as PostgreSQL's hot path: one autocommit statement each."""
+
+    def __init__(self, hot: HotPath) -> None:
+        """`hot`: the store's hot path."""
+        self._hot = hot
+
+    def acquire(self, params: dict[str, Any]) -> tuple[bool, Sequence[Any]]:
+        """See `LeaseSql.acquire`."""
+        found = self._hot.fetch_one(PG_ACQUIRE, params)
+        if found is None:
+            raise RunNotFoundError(params["p_run_id"])
+        return bool(found[0]), tuple(found[1:])
+
+    def renew(self, params: dict[str, Any]) -> set[str]:
+        """See `LeaseSql.renew`."""
+        with self._hot.cursor() as cursor:
+            cursor.execute(PG_RENEW, params)
+            return {row[0] for row in cursor.fetchall()}
+
+    def release(self, params: dict[str, Any]) -> bool:
+        """See `LeaseSql.release`."""
+        return self._hot.rowcount(PG_RELEASE, params) == 1
+
+    def insert_numbered(self, params: dict[str, Any]) -> int | None:
+        """See `LeaseSql.insert_numbered`."""
+        found = self._hot.fetch_one(PG_INSERT_NUMBERED, params)
+        if found is None and self._hot.fetch_one(PG_RUN_EXISTS, params) is None:
+            raise RunNotFoundError(params["p_run_id"])
+        return None if found is None else int(found[0])
+
+    def end(self, params: dict[str, Any]) -> bool:
+        """See `LeaseSql.end`."""
+        return self._hot.rowcount(PG_END_ATTEMPT, params) == 1
+
+    def answered(self, params: dict[str, Any]) -> str | None:
+        """See `LeaseSql.answered`."""
+        found = self._hot.fetch_one(PG_ANSWERED, params)
+        return None if found is None else str(found[0])
+
+    def abandon(self, params: dict[str, Any]) -> int:
+        """See `LeaseSql.abandon`."""
+        return self._hot.rowcount(PG_ABANDON, params)
+
+
+class Leases:
+    """Node leases and the attempt journal, on one backend's `LeaseSql`; a part of a store."""
+
+    def __init__(self, sql: LeaseSql) -> None:
+        """`sql`: the backend's statements."""
+        self._sql = sql
 
     # -- leases -------------------------------------------------------------------------
 
@@ -265,11 +381,11 @@ class LeaseStore:
         expired or already `owner`'s. Otherwise the outcome says why; RunNotFoundError if
         there is no such run."""
         for _ in range(3):  # a lease seen free but taken meanwhile: look again
-            now = _now()
+            now = utc_now()
             expires = now + timedelta(seconds=ttl_s)
             params = {"p_run_id": run_id, "p_version": version, "p_owner": owner,
                       "p_now": now, "p_expires": expires}
-            taken, found = self._acquire(params)
+            taken, found = self._sql.acquire(params)
             if taken:
                 return LeaseOutcome("acquired", version, owner, expires)
             outcome = _refusal(version, *found)
@@ -285,36 +401,12 @@ class LeaseStore:
         if not ids:
             return set()
         params = {"p_owner": owner, "p_run_ids": ids,
-                  "p_expires": _now() + timedelta(seconds=ttl_s)}
-        if self._hot is not None:
-            with self._hot.cursor() as cursor:
-                cursor.execute(PG_RENEW, params)
-                kept = {row[0] for row in cursor.fetchall()}
-        else:
-            with self._connect_write() as connection:
-                kept = set(connection.execute(RENEW, params).scalars())
-        return set(ids) - kept
+                  "p_expires": utc_now() + timedelta(seconds=ttl_s)}
+        return set(ids) - self._sql.renew(params)
 
     def release_lease(self, run_id: str, owner: str) -> bool:
         """Give the lease back; False if it was not `owner`'s (lost, or cleared by a commit)."""
-        params = {"p_run_id": run_id, "p_owner": owner}
-        if self._hot is not None:
-            return self._hot.rowcount(PG_RELEASE, params) == 1
-        with self._connect_write() as connection:
-            return bool(connection.execute(RELEASE, params).rowcount == 1)
-
-    def _acquire(self, params: dict[str, Any]) -> tuple[bool, Sequence[Any]]:
-        if self._hot is not None:
-            found = self._hot.fetch_one(PG_ACQUIRE, params)
-            if found is None:
-                raise RunNotFoundError(params["p_run_id"])
-            return bool(found[0]), tuple(found[1:])
-        with self._connect_write() as connection:
-            taken = connection.execute(ACQUIRE, params).first() is not None
-            row = connection.execute(SELECT_LEASE, params).one_or_none()
-        if row is None:
-            raise RunNotFoundError(params["p_run_id"])
-        return taken, tuple(row)
+        return self._sql.release({"p_run_id": run_id, "p_owner": owner})
 
     # -- the attempt journal ----------------------------------------------------------------
 
@@ -324,14 +416,19 @@ class LeaseStore:
     ) -> int:
         """Insert an `in_flight` attempt row before its request is sent; its number, one
         above the highest stored for (run, role, cycle). RunNotFoundError without the run."""
-        return self._insert_numbered({
-            "p_run_id": run_id, "p_role": role, "p_cycle": cycle, "p_number": None,
+        params = {
+            "p_run_id": run_id, "p_role": role, "p_cycle": cycle,
             "p_prompt_name": prompt_name, "p_prompt_version": prompt_version,
             "p_input_sha256": input_sha256, "p_model": model, "p_outcome": IN_FLIGHT,
-            "p_now": _now(), "p_latency_ms": 0.0, "p_input_tokens": 0, "p_output_tokens": 0,
-            "p_cache_read_tokens": 0, "p_cache_write_tokens": 0, "p_cost_usd": 0.0,
-            "p_error_type": None,
-        })
+            "p_now": utc_now(), "p_latency_ms": 0.0, "p_input_tokens": 0,
+            "p_output_tokens": 0, "p_cache_read_tokens": 0, "p_cache_write_tokens": 0,
+            "p_cost_usd": 0.0, "p_error_type": None,
+        }
+        for _ in range(_NUMBER_TRIES):
+            stored = self._sql.insert_numbered(params)
+            if stored is not None:
+                return stored
+        raise StoreError(f"no free attempt number in run {run_id} for {role}, cycle {cycle}")
 
     def end_attempt(
         self, run_id: str, role: str, cycle: int, number: int, *, outcome: str,
@@ -343,77 +440,32 @@ class LeaseStore:
         the accepted answer (`reply`, for an `ok`); False if there is no such open row
         (completed already). Its `created_at` becomes the time it ended, as for rows a commit
         writes: `created_at - latency_ms` is when the request went out."""
-        params = {
+        return self._sql.end({
             "p_reply": reply,
             "p_run_id": run_id, "p_role": role, "p_cycle": cycle, "p_number": number,
-            "p_now": _now(),
+            "p_now": utc_now(),
             "p_outcome": outcome, "p_input_tokens": input_tokens,
             "p_output_tokens": output_tokens, "p_cache_read_tokens": cache_read_tokens,
             "p_cache_write_tokens": cache_write_tokens, "p_latency_ms": latency_ms,
             "p_cost_usd": cost_usd, "p_error_type": error_type,
-        }
-        if self._hot is not None:
-            return self._hot.rowcount(PG_END_ATTEMPT, params) == 1
-        with self._connect_write() as connection:
-            return bool(connection.execute(END_ATTEMPT, params).rowcount == 1)
+        })
 
     def answered(self, run_id: str, *, role: str, cycle: int, input_sha256: str) -> str | None:
         """The accepted answer of an earlier attempt of this call (same run, role, cycle and
         input bytes), if one was journaled: a copy of a node whose worker died after the
         answer came back, before its commit, reuses it instead of calling the model again."""
-        params = {"p_run_id": run_id, "p_role": role, "p_cycle": cycle,
-                  "p_input_sha256": input_sha256}
-        if self._hot is not None:
-            found = self._hot.fetch_one(PG_ANSWERED, params)
-            return None if found is None else str(found[0])
-        with self._connect_write() as connection:
-            value = connection.execute(ANSWERED, params).scalar_one_or_none()
-        return None if value is None else str(value)
+        return self._sql.answered({"p_run_id": run_id, "p_role": role, "p_cycle": cycle,
+                                   "p_input_sha256": input_sha256})
 
     def abandon_in_flight(self, run_id: str) -> int:
         """Mark the run's `in_flight` rows `abandoned` (their node copy is gone: call it once
         the run's lease is yours); how many. A late answer still completes such a row."""
-        params = {"p_run_id": run_id}
-        if self._hot is not None:
-            return self._hot.rowcount(PG_ABANDON, params)
-        with self._connect_write() as connection:
-            return int(connection.execute(ABANDON, params).rowcount)
-
-    def record_attempts(self, attempts: Sequence[LlmAttempt]) -> list[int]:
-        """Insert attempt rows outside a node's commit (a commit that lost its race): each
-        keeps its number if free, else takes the next one; never fails on a taken number.
-        The numbers stored, in order; RunNotFoundError if a run does not exist."""
-        return [self._insert_numbered({
-            **{f"p_{name}": value for name, value in a.model_dump(
-                exclude={"attempt_number", "created_at"}).items()},
-            "p_number": a.attempt_number, "p_now": _as_utc(a.created_at),
-        }) for a in attempts]
-
-    def _insert_numbered(self, params: dict[str, Any]) -> int:
-        for _ in range(_NUMBER_TRIES):
-            stored = self._try_insert(params)
-            if stored is not None:
-                return stored
-        raise StoreError(f"no free attempt number in run {params['p_run_id']} for "
-                         f"{params['p_role']}, cycle {params['p_cycle']}")
-
-    def _try_insert(self, params: dict[str, Any]) -> int | None:
-        """The number stored, or None when another copy took it first (PostgreSQL)."""
-        if self._hot is not None:
-            found = self._hot.fetch_one(PG_INSERT_NUMBERED, params)
-            if found is None and self._hot.fetch_one(PG_RUN_EXISTS, params) is None:
-                raise RunNotFoundError(params["p_run_id"])
-            return None if found is None else int(found[0])
-        with self._connect_write() as connection:
-            row = connection.execute(INSERT_NUMBERED, params).first()
-            if row is None and connection.execute(RUN_EXISTS, params).first() is None:
-                raise RunNotFoundError(params["p_run_id"])
-        return None if row is None else int(row[0])
+        return self._sql.abandon({"p_run_id": run_id})
 
 
 def _refusal(version: int, found_version: int, status: str, cancel_requested: bool,
              owner: str | None, expires_at: datetime | None) -> LeaseOutcome:
-    if status in _TERMINAL or cancel_requested:
+    if status in TERMINAL or cancel_requested:
         return LeaseOutcome("ended", found_version, owner, expires_at)
     if found_version != version:
         return LeaseOutcome("stale", found_version, owner, expires_at)

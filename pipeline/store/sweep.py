@@ -12,16 +12,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.engine import Connection
 
 from models.common import RunStatus
-from models.run import StalledRun
 from models.state import NextStep
 from models.tables import DiagnosisRunRow
-from pipeline.store._engine import _TERMINAL
-from pipeline.store._ops import _now, _write_events
+from pipeline.store import convert
+from pipeline.store.engine import TERMINAL
+from pipeline.store.rows import utc_now, write_events
 
 RUN = DiagnosisRunRow
 DEFAULT_RUN_DEADLINE_S = 3600.0
@@ -52,17 +51,12 @@ def select_stalled(*, before: datetime, now: datetime, limit: int) -> Any:
     )
 
 
-def stalled_run(row: Any) -> StalledRun:
-    """A row of `select_stalled` as a contract."""
-    return StalledRun(run_id=row.run_id, status=RunStatus(row.status), version=row.version,
-                      updated_at=row.updated_at, cancel_requested=row.cancel_requested,
-                      reconcile_count=row.reconcile_count, next=next_step(row.next))
 
 
 def claim(connection: Connection, run_id: str, *, version: int, updated_at: datetime,
           step: NextStep | None) -> bool:
     """Touch a stalled run if it is still exactly as found, with a reconcile/resent event."""
-    now = _now()
+    now = utc_now()
     stmt = (
         update(RUN)
         .where(RUN.run_id == run_id, RUN.version == version, RUN.updated_at == updated_at,
@@ -75,26 +69,20 @@ def claim(connection: Connection, run_id: str, *, version: int, updated_at: date
     if row is None:
         return False
     if step is None:
-        step = next_step(row[1])
+        step = convert.next_step(row[1])
     payload = {"node": step.node if step else None, "version": version,
                "tool_call_ids": list(step.tool_call_ids) if step else []}
-    _write_events(connection, run_id, [(NODE, "resent", payload)], last_seq=int(row[0]))
+    write_events(connection, run_id, [(NODE, "resent", payload)], last_seq=int(row[0]))
     return True
 
 
-def next_step(raw: Any) -> NextStep | None:
-    """A stored next step, or None if there is none or it does not parse."""
-    try:
-        return NextStep.model_validate(raw) if raw else None
-    except ValidationError:
-        return None
 
 
 def select_overdue(*, now: datetime, limit: int) -> Any:
     """Non-terminal runs past their deadline, the most overdue first."""
     return (
         select(RUN.run_id, RUN.version, RUN.created_at, RUN.deadline_at)
-        .where(RUN.status.not_in(_TERMINAL), RUN.deadline_at.is_not(None),
+        .where(RUN.status.not_in(TERMINAL), RUN.deadline_at.is_not(None),
                RUN.deadline_at < now)
         .order_by(RUN.deadline_at, RUN.run_id)
         .limit(limit)
@@ -110,10 +98,10 @@ def deadline_message(created_at: datetime, deadline_at: datetime) -> str:
 def fail(connection: Connection, run_id: str, *, version: int, reason: str, error: str) -> bool:
     """End a non-terminal run at `version` FAILED with a reconcile/failed event; its lease is
     cleared. False, and nothing written, if the run moved on or ended meanwhile."""
-    now = _now()
+    now = utc_now()
     stmt = (
         update(RUN)
-        .where(RUN.run_id == run_id, RUN.version == version, RUN.status.not_in(_TERMINAL))
+        .where(RUN.run_id == run_id, RUN.version == version, RUN.status.not_in(TERMINAL))
         .values(status=RunStatus.FAILED.value, version=RUN.version + 1, updated_at=now,
                 finished_at=now, lease_owner=None, lease_expires_at=None,
                 event_seq=RUN.event_seq + 1)
@@ -122,7 +110,7 @@ def fail(connection: Connection, run_id: str, *, version: int, reason: str, erro
     seq = connection.execute(stmt).scalar_one_or_none()
     if seq is None:
         return False
-    _write_events(connection, run_id, [(NODE, "failed", {"reason": reason, "error": error})],
+    write_events(connection, run_id, [(NODE, "failed", {"reason": reason, "error": error})],
                   last_seq=int(seq))
     return True
 

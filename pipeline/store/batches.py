@@ -1,5 +1,5 @@
 """Batch re-verification in the store: selection by keyset pages, batches, items, and their
-idempotent results. A base of `RunStore`.
+idempotent results (`Batches`, a part of a store, the same on both backends).
 
 Items are written once: a result lands only on an item still PENDING (`UPDATE ... WHERE status =
 'PENDING'`), and the batch's counters move by the rows that did, in the same transaction. A
@@ -10,8 +10,7 @@ COMPLETED_WITH_ERRORS when an item could not be judged). A stored run is only ev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,15 +20,13 @@ from sqlalchemy.orm import Session, defer
 from models.batch import (
     BatchRecord,
     BatchStatus,
-    ItemDetail,
     ItemRecord,
     ItemResult,
     ItemStatus,
     Selection,
 )
 from models.bundle import RunBundle
-from models.common import Intent, RunStatus
-from models.evaluation import SelfEvaluation
+from models.common import Intent
 from models.run import LlmAttempt, RunRecord
 from models.tables import (
     DiagnosisRunRow,
@@ -38,21 +35,22 @@ from models.tables import (
     ReverifyItemRow,
     ToolInvocationRow,
 )
-from models.verifier import RetryContext
-from pipeline.errors import BatchNotFoundError, StoreError
-from pipeline.store._ops import _as_utc, _invocation_of, _now, _record, _rowcount
+from pipeline.errors import BatchNotFoundError
+from pipeline.store import convert
+from pipeline.store.engine import TERMINAL, Database
+from pipeline.store.rows import as_utc, rowcount, utc_now
 
 PAGE = 500
 """Rows per keyset page: selection never holds more than this many runs at once."""
-_TERMINAL_RUN = [s.value for s in RunStatus if s.terminal]
 _LIVE_BATCH = [BatchStatus.PENDING.value, BatchStatus.RUNNING.value]
 
 
-class BatchStore:
-    """Selection, batches and items; `RunStore` provides the sessions."""
+class Batches:
+    """Selection, batches and items."""
 
-    _read: Callable[[], AbstractContextManager[Session]]
-    _write: Callable[[], AbstractContextManager[Session]]
+    def __init__(self, db: Database) -> None:
+        """`db`: the store's database."""
+        self._db = db
 
     # -- selection ------------------------------------------------------------------------
 
@@ -77,9 +75,9 @@ class BatchStore:
                     DiagnosisRunRow.created_at < cursor[0],
                     and_(DiagnosisRunRow.created_at == cursor[0],
                          DiagnosisRunRow.run_id < cursor[1])))
-            with self._read() as session:
+            with self._db.read() as session:
                 rows = list(session.scalars(stmt))
-                records = [_record(row, with_answer=not summary,
+                records = [convert.record(row, with_answer=not summary,
                                    with_evaluation=with_evaluation) for row in rows]
             for record in records:
                 if selection.matches(record):
@@ -100,8 +98,8 @@ class BatchStore:
     ) -> BatchRecord:
         """A PENDING batch with one item per selected ended diagnosis run, written page by
         page; the batch's total is set last, in the same transaction."""
-        now = _now()
-        with self._write() as session:
+        now = utc_now()
+        with self._db.write() as session:
             session.add(ReverifyBatchRow(
                 batch_id=batch_id, tenant_id=tenant_id, status=BatchStatus.PENDING.value,
                 provider=provider, message_batches=message_batches,
@@ -129,28 +127,22 @@ class BatchStore:
         stmt = select(ReverifyBatchRow).where(ReverifyBatchRow.batch_id == batch_id)
         if tenant_id is not None:
             stmt = stmt.where(ReverifyBatchRow.tenant_id == tenant_id)
-        with self._read() as session:
+        with self._db.read() as session:
             row = session.scalars(stmt).one_or_none()
             if row is None:
                 raise BatchNotFoundError(batch_id)
-            return _batch(row)
+            return convert.batch(row)
 
-    def list_batches(self, *, tenant_id: str, limit: int = 20) -> list[BatchRecord]:
-        """The tenant's batches, newest first."""
-        stmt = (select(ReverifyBatchRow).where(ReverifyBatchRow.tenant_id == tenant_id)
-                .order_by(ReverifyBatchRow.created_at.desc()).limit(limit))
-        with self._read() as session:
-            return [_batch(row) for row in session.scalars(stmt)]
 
     def start_batch(self, batch_id: str) -> bool:
         """PENDING -> RUNNING (False if it was not PENDING: started, ended or cancelled)."""
-        now = _now()
+        now = utc_now()
         stmt = (update(ReverifyBatchRow)
                 .where(ReverifyBatchRow.batch_id == batch_id,
                        ReverifyBatchRow.status == BatchStatus.PENDING.value)
                 .values(status=BatchStatus.RUNNING.value, started_at=now, updated_at=now))
-        with self._write() as session:
-            started = _rowcount(session.execute(stmt)) == 1
+        with self._db.write() as session:
+            started = rowcount(session.execute(stmt)) == 1
             _finish_if_done(session, batch_id)  # an empty batch ends at once
             return started
 
@@ -158,22 +150,22 @@ class BatchStore:
         """End a live batch CANCELLED: no new item starts (items being judged may still land).
         False if it had already ended; BatchNotFoundError if the tenant has no such batch."""
         self.get_batch(batch_id, tenant_id=tenant_id)
-        now = _now()
+        now = utc_now()
         stmt = (update(ReverifyBatchRow)
                 .where(ReverifyBatchRow.batch_id == batch_id,
                        ReverifyBatchRow.status.in_(_LIVE_BATCH))
                 .values(status=BatchStatus.CANCELLED.value, cancel_requested=True,
                         finished_at=now, updated_at=now))
-        with self._write() as session:
-            return _rowcount(session.execute(stmt)) == 1
+        with self._db.write() as session:
+            return rowcount(session.execute(stmt)) == 1
 
     def reopen_batch(self, batch_id: str, *, tenant_id: str) -> BatchRecord:
         """`--resume`: a batch with items left goes back to RUNNING (a cancelled one too)."""
         batch = self.get_batch(batch_id, tenant_id=tenant_id)
         if batch.pending == 0:
             return batch
-        now = _now()
-        with self._write() as session:
+        now = utc_now()
+        with self._db.write() as session:
             session.execute(update(ReverifyBatchRow)
                             .where(ReverifyBatchRow.batch_id == batch_id)
                             .values(status=BatchStatus.RUNNING.value, cancel_requested=False,
@@ -184,13 +176,13 @@ class BatchStore:
                         ) -> list[BatchRecord]:
         """RUNNING batches with items left and no progress for `older_than_s`: their chunks'
         messages were lost (a worker died, Redis restarted) and are re-sent."""
-        cutoff = (now or _now()) - timedelta(seconds=older_than_s)
+        cutoff = (now or utc_now()) - timedelta(seconds=older_than_s)
         stmt = select(ReverifyBatchRow).where(
             ReverifyBatchRow.status == BatchStatus.RUNNING.value,
             ReverifyBatchRow.updated_at < cutoff,
             ReverifyBatchRow.done + ReverifyBatchRow.failed < ReverifyBatchRow.total)
-        with self._read() as session:
-            return [_batch(row) for row in session.scalars(stmt)]
+        with self._db.read() as session:
+            return [convert.batch(row) for row in session.scalars(stmt)]
 
     def claim_stalled_batch(self, batch_id: str, *, updated_at: datetime) -> bool:
         """Take the re-send of a stalled batch once among several sweepers: True for the one
@@ -198,14 +190,14 @@ class BatchStore:
         stmt = (update(ReverifyBatchRow)
                 .where(ReverifyBatchRow.batch_id == batch_id,
                        ReverifyBatchRow.status == BatchStatus.RUNNING.value,
-                       ReverifyBatchRow.updated_at == _as_utc(updated_at))
-                .values(updated_at=_now(), resend_count=ReverifyBatchRow.resend_count + 1))
-        with self._write() as session:
-            return _rowcount(session.execute(stmt)) == 1
+                       ReverifyBatchRow.updated_at == as_utc(updated_at))
+                .values(updated_at=utc_now(), resend_count=ReverifyBatchRow.resend_count + 1))
+        with self._db.write() as session:
+            return rowcount(session.execute(stmt)) == 1
 
     def delete_batch(self, batch_id: str) -> None:
         """Remove a batch and its items (a batch whose start could not be sent)."""
-        with self._write() as session:
+        with self._db.write() as session:
             session.execute(delete(ReverifyBatchRow).where(ReverifyBatchRow.batch_id == batch_id))
 
     # -- items ------------------------------------------------------------------------------
@@ -217,7 +209,7 @@ class BatchStore:
                        ReverifyItemRow.seq >= start, ReverifyItemRow.seq < end,
                        ReverifyItemRow.status == ItemStatus.PENDING.value)
                 .order_by(ReverifyItemRow.seq))
-        with self._read() as session:
+        with self._db.read() as session:
             return [(seq, run_id) for seq, run_id in session.execute(stmt)]
 
     def pending_ranges(self, batch_id: str) -> list[tuple[int, int]]:
@@ -227,7 +219,7 @@ class BatchStore:
         stmt = (select((ReverifyItemRow.seq // size).label("chunk")).distinct()
                 .where(ReverifyItemRow.batch_id == batch_id,
                        ReverifyItemRow.status == ItemStatus.PENDING.value))
-        with self._read() as session:
+        with self._db.read() as session:
             chunks = sorted({int(c) for (c,) in session.execute(stmt)})
         return [(c * size, min((c + 1) * size, batch.total)) for c in chunks]
 
@@ -244,7 +236,7 @@ class BatchStore:
         out: dict[str, tuple[RunRecord, RunBundle] | str] = {}
         if not run_ids:
             return out
-        with self._read() as session:
+        with self._db.read() as session:
             runs = {row.run_id: row for row in session.execute(
                 select(*_JUDGED_RUN_COLUMNS,
                        cast(DiagnosisRunRow.self_evaluation, Text).label("evaluation_json"),
@@ -262,7 +254,7 @@ class BatchStore:
         for run_id in run_ids:
             run = runs.get(run_id)
             out[run_id] = ("the run is no longer stored" if run is None
-                           else _judgeable(run, invocations[run_id]))
+                           else convert.judgeable(run, invocations[run_id]))
         return out
 
     def record_items(
@@ -271,10 +263,10 @@ class BatchStore:
         """Write results onto their items if still PENDING, each item's attempts with it (tied
         to the batch), move the counters by what landed and end the batch if it is complete.
         Returns how many items this call judged (0 for a re-sent chunk)."""
-        now = _now()
+        now = utc_now()
         landed: set[str] = set()
         done = failed = 0
-        with self._write() as session:
+        with self._db.write() as session:
             # The items still PENDING, locked until commit (SQLite's writer lock does the
             # same); one UPDATE statement sent for all of them (psycopg pipelines executemany).
             pending = set(session.scalars(
@@ -295,7 +287,7 @@ class BatchStore:
                 else:
                     failed += 1
             rows = [{**a.model_dump(exclude={"created_at"}), "batch_id": batch_id,
-                     "created_at": _as_utc(a.created_at)}
+                     "created_at": as_utc(a.created_at)}
                     for a in attempts if a.run_id in landed]
             if rows:
                 session.execute(insert(LlmAttemptRow), rows)
@@ -317,21 +309,12 @@ class BatchStore:
             stmt = (select(ReverifyItemRow)
                     .where(ReverifyItemRow.batch_id == batch_id, ReverifyItemRow.seq > after)
                     .order_by(ReverifyItemRow.seq).limit(page))
-            with self._read() as session:
-                items = [_item(row) for row in session.scalars(stmt)]
+            with self._db.read() as session:
+                items = [convert.item(row) for row in session.scalars(stmt)]
             yield from items
             if len(items) < page:
                 return
             after = items[-1].seq
-
-    def batch_attempts(self, batch_id: str) -> list[LlmAttempt]:
-        """The model attempts the batch made, in order."""
-        from pipeline.store._ops import _attempt
-
-        stmt = (select(LlmAttemptRow).where(LlmAttemptRow.batch_id == batch_id)
-                .order_by(LlmAttemptRow.id))
-        with self._read() as session:
-            return [_attempt(row) for row in session.scalars(stmt)]
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -348,15 +331,15 @@ def _selected(tenant_id: str, selection: Selection, *, terminal_only: bool, eval
         deferred.append(DiagnosisRunRow.final_answer)
     stmt = stmt.options(*(defer(column, raiseload=True) for column in deferred))
     if selection.since is not None:
-        stmt = stmt.where(DiagnosisRunRow.created_at >= _as_utc(selection.since))
+        stmt = stmt.where(DiagnosisRunRow.created_at >= as_utc(selection.since))
     if selection.until is not None:
-        stmt = stmt.where(DiagnosisRunRow.created_at < _as_utc(selection.until))
+        stmt = stmt.where(DiagnosisRunRow.created_at < as_utc(selection.until))
     if selection.session_id is not None:
         stmt = stmt.where(DiagnosisRunRow.session_id == selection.session_id)
     if selection.statuses:
         stmt = stmt.where(DiagnosisRunRow.status.in_([s.value for s in selection.statuses]))
     elif terminal_only:
-        stmt = stmt.where(DiagnosisRunRow.status.in_(_TERMINAL_RUN))
+        stmt = stmt.where(DiagnosisRunRow.status.in_(TERMINAL))
     if terminal_only:  # what a batch re-judges: diagnoses (a knowledge answer has no claims)
         stmt = stmt.where(DiagnosisRunRow.intent == Intent.DIAGNOSIS.value)
     if selection.verdicts:
@@ -366,31 +349,6 @@ def _selected(tenant_id: str, selection: Selection, *, terminal_only: bool, eval
             conditions.append(DiagnosisRunRow.verdict.is_(None))
         stmt = stmt.where(or_(*conditions))
     return stmt.order_by(DiagnosisRunRow.created_at.desc(), DiagnosisRunRow.run_id.desc())
-
-
-def _judgeable(row: Any, invocations: list[Any]) -> tuple[RunRecord, RunBundle] | str:
-    """The run and its bundle from the rows `load_for_judging` read, or why it cannot be
-    re-judged (one line)."""
-    if row.intent != Intent.DIAGNOSIS.value:
-        return f"a {row.intent} run has no claims to re-verify"
-    if row.executor_output_raw is None:
-        return f"the run has no stored Executor output (it ended {row.status} before it)"
-    try:
-        evaluation = (SelfEvaluation.model_validate_json(row.evaluation_json)
-                      if row.evaluation_json is not None else None)
-        record = _record(row, with_answer=False, evaluation=evaluation)
-        bundle = RunBundle(
-            run_id=row.run_id, session_id=row.session_id, query=row.query,
-            intent=Intent(row.intent),
-            invocations=[_invocation_of(c.tool_call_id, c.tool_name, c.arguments, c.status,
-                                       c.evidence_status, c.projection_json, c.error)
-                         for c in invocations],
-            executor_output_raw=row.executor_output_raw,
-            retry_context=RetryContext.model_validate(row.retry) if row.retry else None)
-    except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError included
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"the stored run is corrupt: {first}"
-    return record, bundle
 
 
 _JUDGED_RUN_COLUMNS = [
@@ -411,7 +369,7 @@ def _finish_if_done(session: Session, batch_id: str) -> None:
         .values(status=case((ReverifyBatchRow.failed > 0,
                              BatchStatus.COMPLETED_WITH_ERRORS.value),
                             else_=BatchStatus.COMPLETED.value),
-                finished_at=_now()))
+                finished_at=utc_now()))
 
 
 def _item_values(result: ItemResult) -> dict[str, Any]:
@@ -426,26 +384,3 @@ def _item_values(result: ItemResult) -> dict[str, Any]:
     }
 
 
-def _item(row: ReverifyItemRow) -> ItemRecord:
-    return ItemRecord(
-        batch_id=row.batch_id, seq=row.seq, run_id=row.run_id, status=ItemStatus(row.status),
-        old_status=row.old_status, old_verdict=row.old_verdict,
-        old_fallback_type=row.old_fallback_type, new_status=row.new_status,
-        new_verdict=row.new_verdict, new_fallback_type=row.new_fallback_type,
-        detail=ItemDetail.model_validate(row.detail) if row.detail else None,
-        input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd=row.cost_usd,
-        error=row.error, finished_at=row.finished_at)
-
-
-def _batch(row: ReverifyBatchRow) -> BatchRecord:
-    try:
-        selection = Selection.model_validate(row.selection)
-    except ValueError as exc:
-        raise StoreError(f"batch {row.batch_id} has an unreadable selection") from exc
-    return BatchRecord(
-        batch_id=row.batch_id, tenant_id=row.tenant_id, status=BatchStatus(row.status),
-        provider=row.provider, message_batches=row.message_batches, selection=selection,
-        chunk_size=row.chunk_size, total=row.total, done=row.done, failed=row.failed,
-        cancel_requested=row.cancel_requested, created_at=row.created_at,
-        updated_at=row.updated_at, started_at=row.started_at, finished_at=row.finished_at,
-        resend_count=row.resend_count)

@@ -1,4 +1,4 @@
-"""Statements of the runtime's hot path, built once.
+"""SQLite's hot path: the runtime's per-task statements as SQLAlchemy Core, built once.
 
 Every task of a run reads its node input and commits its output; building these statements
 per call (coercions, cache keys) cost more than running them. Optional values are bound as
@@ -11,13 +11,12 @@ from typing import Any
 
 from sqlalchemy import JSON, Boolean, Integer, String, Text, bindparam, case, func, select, update
 
-from models.common import RunStatus
 from models.invocation import LifecycleStatus
 from models.tables import DiagnosisRunRow, ToolInvocationRow
+from pipeline.store.engine import TERMINAL
 
 RUN = DiagnosisRunRow
 CALL = ToolInvocationRow
-TERMINAL = [status.value for status in RunStatus if status.terminal]
 
 _HEAD = (RUN.run_id, RUN.status, RUN.version, RUN.node, RUN.cancel_requested, RUN.data_source,
          RUN.session_id, RUN.tenant_id, RUN.state)

@@ -1,76 +1,61 @@
-"""Session-level operations of the run store and the conversion of rows to contracts."""
+"""Operations on rows inside one transaction (a session or a connection, no commit) that both
+backends share: run rows, seq allocation, event, tool-call and attempt inserts, the release."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from enum import Enum
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import CursorResult, Result, Select, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from models.bundle import FinalAnswer, RunResult
-from models.common import FallbackType, Intent, RunStatus, Verdict
-from models.evaluation import SelfEvaluation
-from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
-from models.run import LlmAttempt, RunEvent, RunRecord
+from models.bundle import RunResult
+from models.common import Intent, RunStatus
+from models.invocation import LifecycleStatus, ToolInvocation
+from models.run import LlmAttempt, RunEvent
 from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
 from pipeline.errors import (
     DuplicateToolCallError,
     RunNotFoundError,
     StaleStateError,
     StoreError,
-    StoreUnavailableError,
 )
 from pipeline.ids import check_tenant_id
-from pipeline.store._engine import _NO_SYNC, _RUN_ID_MAX, _TERMINAL
+from pipeline.store import convert, statements
+from pipeline.store.engine import NO_SYNC, RUN_ID_MAX, TERMINAL
 
-TERMINAL = _TERMINAL
 _Select = TypeVar("_Select", bound=Select[Any])
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
+    """The store's clock: every timestamp it writes is this, aware, in UTC."""
     return datetime.now(UTC)
 
 
-def _as_utc(value: datetime | None) -> datetime:
+def as_utc(value: datetime | None) -> datetime:
+    """A given time in UTC (None: now); StoreError for a naive one."""
     if value is None:
-        return _now()
+        return utc_now()
     if value.tzinfo is None:
         raise StoreError("naive datetime: the store takes timezone-aware values only")
     return value.astimezone(UTC)
 
 
-def _rowcount(result: Result[Any]) -> int:
+def rowcount(result: Result[Any]) -> int:
+    """Rows an executed update or delete changed."""
     return cast(CursorResult[Any], result).rowcount
 
 
-@contextmanager
-def _available() -> Iterator[None]:
-    """A lost or refused database connection becomes StoreUnavailableError (retryable); the
-    pool has already dropped the broken connection."""
-    try:
-        yield
-    except (OperationalError, InterfaceError) as exc:
-        raise _unavailable(exc.orig or exc) from exc
-
-
-def _unavailable(exc: BaseException) -> StoreUnavailableError:
-    lines = str(exc).strip().splitlines()
-    return StoreUnavailableError(
-        f"database unavailable: {lines[0] if lines else type(exc).__name__}")
-
-
-def _check_same_run(run_id: str, expected: str) -> None:
+def check_same_run(run_id: str, expected: str) -> None:
+    """StoreError unless a record given for run `expected` is of that run."""
     if run_id != expected:
         raise StoreError(f"record of run {run_id} given for run {expected}")
 
 
-def _run_row(
+def run_row(
     *,
     run_id: str,
     tenant_id: str,
@@ -83,11 +68,13 @@ def _run_row(
     executor_output_raw: str | None,
     deadline_s: float | None = None,
 ) -> DiagnosisRunRow:
-    if not 0 < len(run_id) <= _RUN_ID_MAX:
-        raise StoreError(f"run id must be 1 to {_RUN_ID_MAX} characters: {run_id!r}")
+    """A new run row at version 0; StoreError for a bad run id or deadline, InputError for a
+    bad tenant id."""
+    if not 0 < len(run_id) <= RUN_ID_MAX:
+        raise StoreError(f"run id must be 1 to {RUN_ID_MAX} characters: {run_id!r}")
     if deadline_s is not None and not deadline_s > 0:
         raise StoreError(f"a run deadline must be positive: {deadline_s!r}")
-    now = _now()
+    now = utc_now()
     return DiagnosisRunRow(
         run_id=run_id,
         tenant_id=check_tenant_id(tenant_id),
@@ -108,7 +95,8 @@ def _run_row(
     )
 
 
-def _add_run(session: Session, row: DiagnosisRunRow) -> None:
+def add_run(session: Session, row: DiagnosisRunRow) -> None:
+    """Insert a run row; StoreError if its id is taken."""
     session.add(row)
     try:
         session.flush()
@@ -116,7 +104,7 @@ def _add_run(session: Session, row: DiagnosisRunRow) -> None:
         raise StoreError(f"run {row.run_id} already exists") from exc
 
 
-def _load_run(session: Session, run_id: str, *, tenant_id: str | None = None,
+def load_run(session: Session, run_id: str, *, tenant_id: str | None = None,
               lock: bool = False) -> DiagnosisRunRow:
     """The run row; RunNotFoundError if there is none, or (given `tenant_id`) it is another
     tenant's: the same error, so an id of another tenant's run tells nothing."""
@@ -129,8 +117,9 @@ def _load_run(session: Session, run_id: str, *, tenant_id: str | None = None,
     return row
 
 
-def _require_run(session: Session, run_id: str, *, tenant_id: str | None = None,
+def require_run(session: Session, run_id: str, *, tenant_id: str | None = None,
                  lock: bool = False) -> None:
+    """RunNotFoundError unless the run exists (and, given `tenant_id`, is the tenant's)."""
     stmt = _owned(select(DiagnosisRunRow.run_id).where(DiagnosisRunRow.run_id == run_id),
                   tenant_id)
     if lock:
@@ -144,19 +133,11 @@ def _owned(stmt: _Select, tenant_id: str | None) -> _Select:
     return stmt if tenant_id is None else stmt.where(DiagnosisRunRow.tenant_id == tenant_id)
 
 
-def _require_invocation(session: Session, run_id: str, tool_call_id: str) -> None:
-    stmt = select(ToolInvocationRow.id).where(
-        ToolInvocationRow.run_id == run_id, ToolInvocationRow.tool_call_id == tool_call_id
-    )
-    if session.scalar(stmt) is None:
-        _require_run(session, run_id)
-        raise StoreError(f"no tool call {tool_call_id!r} in run {run_id}")
-
-
-def _advance_values(
+def advance_values(
     node: str | None, status: RunStatus | None, evidence_retry_count: int | None
 ) -> dict[str, Any]:
-    now = _now()
+    """The columns an `advance` sets (None leaves a field unchanged)."""
+    now = utc_now()
     values: dict[str, Any] = {"updated_at": now}
     if node is not None:
         values["node"] = node
@@ -169,11 +150,13 @@ def _advance_values(
     return values
 
 
-def _finalize(
+def finalize_run(
     session: Session, run_id: str, result: RunResult, *, expected_version: int | None
 ) -> bool:
-    _check_same_run(result.run_id, run_id)
-    now = _now()
+    """Release the outcome with a finalize/completed event; False if the run is terminal or
+    a cancel was requested (then it ends CANCELLED). StaleStateError at another version."""
+    check_same_run(result.run_id, run_id)
+    now = utc_now()
     table = DiagnosisRunRow
     stmt = (
         update(table)
@@ -192,13 +175,13 @@ def _finalize(
     )
     if expected_version is not None:
         stmt = stmt.where(table.version == expected_version)
-    seq = session.execute(stmt, execution_options=_NO_SYNC).scalar_one_or_none()
+    seq = session.execute(stmt, execution_options=NO_SYNC).scalar_one_or_none()
     if seq is not None:
         payload = {"status": result.status, "verdict": result.verdict,
                    "fallback_type": result.fallback_type}
-        _write_events(session, run_id, [("finalize", "completed", payload)], last_seq=seq)
+        write_events(session, run_id, [("finalize", "completed", payload)], last_seq=seq)
         return True
-    row = _load_run(session, run_id, lock=True)
+    row = load_run(session, run_id, lock=True)
     if RunStatus(row.status).terminal:
         return False
     if expected_version is not None and row.version != expected_version:
@@ -208,7 +191,7 @@ def _finalize(
     row.version += 1
     row.updated_at = row.finished_at = now
     session.flush()
-    _insert_event(session, run_id, node="finalize", kind="cancelled",
+    insert_event(session, run_id, node="finalize", kind="cancelled",
                   payload={"reason": "cancel requested before release"})
     return False
 
@@ -224,20 +207,13 @@ def _allocate(session: Session, run_id: str, *, events: int = 0, invocations: in
                 invocation_seq=table.invocation_seq + invocations)
         .returning(table.event_seq, table.invocation_seq)
     )
-    row = session.execute(stmt, execution_options=_NO_SYNC).one_or_none()
+    row = session.execute(stmt, execution_options=NO_SYNC).one_or_none()
     if row is None:
         raise RunNotFoundError(run_id)
     return int(row[0]), int(row[1])
 
 
-def _insert_invocation(
-    session: Session, run_id: str, invocation: ToolInvocation, *, turn: int
-) -> None:
-    _, last = _allocate(session, run_id, invocations=1)
-    _write_invocations(session, run_id, [invocation], turn=turn, last_seq=last)
-
-
-def _write_invocations(
+def write_invocations(
     session: Session | Connection,
     run_id: str,
     invocations: Sequence[ToolInvocation],
@@ -245,14 +221,15 @@ def _write_invocations(
     turn: int,
     last_seq: int,
 ) -> None:
-    now = _now()
+    """Insert tool calls numbered up to `last_seq`; DuplicateToolCallError for a taken id."""
+    now = utc_now()
     first = last_seq - len(invocations) + 1
     rows = [
         {
             "run_id": run_id, "tool_call_id": inv.tool_call_id, "tool_name": inv.tool_name,
             "arguments": inv.arguments, "status": inv.status.value,
             "evidence_status": inv.evidence_status.value if inv.evidence_status else None,
-            "projection": _dump_projection(inv.projection), "error": inv.error, "turn": turn,
+            "projection": convert.dump_projection(inv.projection), "error": inv.error, "turn": turn,
             "seq": first + i, "created_at": now,
             "finished_at": None if inv.status is LifecycleStatus.PROJECTING else now,
         }
@@ -264,7 +241,7 @@ def _write_invocations(
         session.execute(insert(ToolInvocationRow), rows)
     except IntegrityError as exc:
         taken = _taken_ids(session, run_id, [i.tool_call_id for i in invocations])
-        raise DuplicateToolCallError(run_id, _duplicate_id(invocations, taken)) from exc
+        raise DuplicateToolCallError(run_id, duplicate_id(invocations, taken)) from exc
 
 
 def _taken_ids(session: Session | Connection, run_id: str, ids: list[str]) -> str:
@@ -277,7 +254,7 @@ def _taken_ids(session: Session | Connection, run_id: str, ids: list[str]) -> st
         return ""
 
 
-def _duplicate_id(invocations: Sequence[ToolInvocation], detail: str = "") -> str:
+def duplicate_id(invocations: Sequence[ToolInvocation], detail: str = "") -> str:
     """The tool_call_id a refused insert repeated: one given twice, else the last of them that
     `detail` (the stored ids, or the database's message) names, else all of them."""
     ids = [i.tool_call_id for i in invocations]
@@ -289,25 +266,27 @@ def _duplicate_id(invocations: Sequence[ToolInvocation], detail: str = "") -> st
     return named[-1] if named else ", ".join(ids)
 
 
-def _insert_event(
+def insert_event(
     session: Session, run_id: str, *, node: str, kind: str, payload: dict[str, Any]
 ) -> RunEvent:
+    """Append one event, its seq allocated on the run row."""
     last, _ = _allocate(session, run_id, events=1)
-    return _write_events(session, run_id, [(node, kind, payload)], last_seq=last)[0]
+    return write_events(session, run_id, [(node, kind, payload)], last_seq=last)[0]
 
 
-def _write_events(
+def write_events(
     session: Session | Connection,
     run_id: str,
     events: Sequence[tuple[str, str, dict[str, Any]]],
     *,
     last_seq: int,
 ) -> list[RunEvent]:
-    now = _now()
+    """Insert events numbered up to `last_seq` (already reserved on the run row)."""
+    now = utc_now()
     first = last_seq - len(events) + 1
     rows = [
         {"run_id": run_id, "seq": first + i, "node": node, "kind": kind,
-         "payload": _jsonable(payload), "created_at": now}
+         "payload": convert.jsonable(payload), "created_at": now}
         for i, (node, kind, payload) in enumerate(events)
     ]
     if rows:
@@ -315,22 +294,8 @@ def _write_events(
     return [RunEvent.model_validate(row) for row in rows]
 
 
-def _jsonable(payload: dict[str, Any]) -> dict[str, Any]:
-    """Enum members and other JSON-able values as plain JSON types."""
-    return {k: v.value if isinstance(v, Enum) else v for k, v in payload.items()}
-
-
-def _insert_attempt(session: Session, attempt: LlmAttempt) -> None:
-    _require_run(session, attempt.run_id)
-    fields = attempt.model_dump(exclude={"created_at"})
-    session.add(LlmAttemptRow(**fields, created_at=_as_utc(attempt.created_at)))
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        raise StoreError(_duplicate_attempt([attempt])) from exc
-
-
-def _duplicate_attempt(attempts: Sequence[LlmAttempt]) -> str:
+def duplicate_attempt(attempts: Sequence[LlmAttempt]) -> str:
+    """The message for a refused attempt insert."""
     if not attempts:
         return "duplicate model attempt"
     first = attempts[0]
@@ -338,98 +303,29 @@ def _duplicate_attempt(attempts: Sequence[LlmAttempt]) -> str:
             f"cycle {first.cycle}, attempt {first.attempt_number}")
 
 
-def _invocations(session: Session, run_id: str) -> list[ToolInvocation]:
+def read_invocations(session: Session, run_id: str) -> list[ToolInvocation]:
+    """The run's tool calls in insertion order (ORM)."""
     stmt = (
         select(ToolInvocationRow)
         .where(ToolInvocationRow.run_id == run_id)
         .order_by(ToolInvocationRow.seq, ToolInvocationRow.id)
     )
-    return [_invocation(row) for row in session.scalars(stmt)]
+    return [convert.invocation(row) for row in session.scalars(stmt)]
 
 
-# -- rows to contracts --------------------------------------------------------------------
+def write_attempts(session: Session | Connection, attempts: Sequence[LlmAttempt]) -> None:
+    """Insert model attempts; StoreError for a taken (run, role, cycle, attempt)."""
+    if not attempts:
+        return
+    rows = [{**a.model_dump(exclude={"created_at"}), "created_at": as_utc(a.created_at)}
+            for a in attempts]
+    try:
+        session.execute(insert(LlmAttemptRow), rows)
+    except IntegrityError as exc:
+        raise StoreError(duplicate_attempt(attempts)) from exc
 
 
-def _dump_projection(projection: Projection | None) -> dict[str, Any] | None:
-    return projection.model_dump(mode="json") if projection is not None else None
-
-
-def _record(row: Any, *, with_answer: bool = True, with_evaluation: bool = True,
-            evaluation: SelfEvaluation | None = None) -> RunRecord:
-    """The row (an ORM row, or a Core row with the same column names) as a record;
-    `with_answer=False` / `with_evaluation=False` leave `final_answer` / `self_evaluation`
-    out (None) for a reader that did not read that column and does not need it (a
-    re-judgement, a list of runs). `evaluation`: the self-evaluation already parsed by the
-    caller (its column then unread)."""
-    return RunRecord(
-        run_id=row.run_id,
-        tenant_id=row.tenant_id,
-        session_id=row.session_id,
-        query=row.query,
-        intent=Intent(row.intent),
-        status=RunStatus(row.status),
-        node=row.node,
-        version=row.version,
-        verdict=Verdict(row.verdict) if row.verdict else None,
-        fallback_type=FallbackType(row.fallback_type) if row.fallback_type else None,
-        final_answer=(
-            FinalAnswer.model_validate(row.final_answer)
-            if with_answer and row.final_answer is not None else None
-        ),
-        self_evaluation=(
-            evaluation if evaluation is not None or not with_evaluation
-            else SelfEvaluation.model_validate(row.self_evaluation)
-            if row.self_evaluation is not None
-            else None
-        ),
-        source=row.source,
-        source_run_id=row.source_run_id,
-        cancel_requested=row.cancel_requested,
-        evidence_retry_count=row.evidence_retry_count,
-        data_source=row.data_source,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        finished_at=row.finished_at,
-        deadline_at=row.deadline_at,
-        reconcile_count=row.reconcile_count,
-    )
-
-
-def _invocation(row: Any) -> ToolInvocation:
-    """A tool call from an ORM row or a Core row with the same column names."""
-    return _invocation_of(row.tool_call_id, row.tool_name, row.arguments, row.status,
-                          row.evidence_status, row.projection, row.error)
-
-
-def _invocation_of(
-    tool_call_id: str, tool_name: str, arguments: dict[str, Any], status: str,
-    evidence_status: str | None, projection: dict[str, Any] | str | None, error: str | None,
-) -> ToolInvocation:
-    """A tool call from its columns; `projection` is the stored document, or its JSON text
-    (parsed and validated in one pass)."""
-    return ToolInvocation(
-        tool_call_id=tool_call_id, tool_name=tool_name, arguments=arguments,
-        status=LifecycleStatus(status),
-        evidence_status=EvidenceStatus(evidence_status) if evidence_status else None,
-        projection=(None if not projection
-                    else Projection.model_validate_json(projection)
-                    if isinstance(projection, str) else Projection.model_validate(projection)),
-        error=error,
-    )
-
-
-def _event(row: RunEventRow) -> RunEvent:
-    return RunEvent(
-        run_id=row.run_id,
-        seq=row.seq,
-        node=row.node,
-        kind=row.kind,
-        payload=row.payload,
-        created_at=row.created_at,
-    )
-
-
-def _attempt(row: LlmAttemptRow) -> LlmAttempt:
-    fields = {name: getattr(row, name) for name in LlmAttempt.model_fields}
-    return LlmAttempt.model_validate(fields)
-
+def invocation_rows(connection: Connection, run_id: str) -> list[ToolInvocation]:
+    """The run's tool calls in insertion order (Core)."""
+    rows = connection.execute(statements.SELECT_INVOCATIONS, {"p_run_id": run_id})
+    return [convert.invocation(row) for row in rows]

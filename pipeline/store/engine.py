@@ -1,9 +1,11 @@
-"""Engines and schema migration for the run store."""
+"""Engines, schema migration and transactions of the run store (`Database`)."""
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +13,12 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, func, select
 from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from models.common import RunStatus
+from pipeline.errors import StoreUnavailableError
 from pipeline.package_data import MIGRATIONS_PACKAGE, package_folder
 
 MIGRATIONS_DIR = package_folder(MIGRATIONS_PACKAGE)
@@ -21,10 +26,14 @@ MIGRATIONS_DIR = package_folder(MIGRATIONS_PACKAGE)
 checkout), so upgrades need no `alembic.ini` and no particular working directory."""
 
 _MIGRATION_LOCK_KEY = 0x7665726974790001  # pg_advisory_xact_lock key: b"verity" + 1
-_TERMINAL = [status.value for status in RunStatus if status.terminal]
-_WRITE = {"verity_write": True}  # read by the SQLite "begin" hook: BEGIN IMMEDIATE
-_NO_SYNC = {"synchronize_session": False}
-_RUN_ID_MAX = 64
+TERMINAL = [status.value for status in RunStatus if status.terminal]
+"""The run statuses a run never leaves."""
+WRITE = {"verity_write": True}
+"""Execution options of a write transaction (SQLite's "begin" hook: BEGIN IMMEDIATE)."""
+NO_SYNC = {"synchronize_session": False}
+"""Execution options of an ORM update that keeps no session objects in step."""
+RUN_ID_MAX = 64
+"""The longest run id."""
 _BUSY_TIMEOUT_S = 5.0
 
 
@@ -101,7 +110,7 @@ def upgrade_schema(engine: Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.connect() as connection:
-        connection.execution_options(**_WRITE)
+        connection.execution_options(**WRITE)
         with connection.begin():
             if connection.dialect.name == "postgresql":
                 connection.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK_KEY)))
@@ -109,3 +118,67 @@ def upgrade_schema(engine: Engine) -> None:
             command.upgrade(config, "head")
 
 
+
+
+@contextmanager
+def available() -> Iterator[None]:
+    """A lost or refused database connection becomes StoreUnavailableError (retryable); the
+    pool has already dropped the broken connection."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        raise unavailable(exc.orig or exc) from exc
+
+
+def unavailable(exc: BaseException) -> StoreUnavailableError:
+    """The retryable error for a database that cannot be reached, naming the cause."""
+    lines = str(exc).strip().splitlines()
+    return StoreUnavailableError(
+        f"database unavailable: {lines[0] if lines else type(exc).__name__}")
+
+
+class Database:
+    """An engine at schema head, its autocommit twin and the transactions the store runs in;
+    shared by a store and the parts it is made of (leases, batches, tokens)."""
+
+    def __init__(self, engine: Engine) -> None:
+        """Wrap `engine` (owned: `close` disposes of it)."""
+        self.engine = engine
+        # Reads, and on PostgreSQL the one-statement hot writes, run in autocommit: one round
+        # trip per statement, no BEGIN/COMMIT around it. PostgreSQL gets a pool of its own
+        # that stays in autocommit (no isolation switch on every checkout).
+        self.fast = autocommit_engine(engine)
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._read_sessions = sessionmaker(self.fast, expire_on_commit=False)
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.fast.dispose()
+        self.engine.dispose()
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """An ORM session in a write transaction, committed on exit."""
+        with available(), self._sessions.begin() as session:
+            session.connection(execution_options=WRITE)
+            yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """An ORM session on the autocommit pool."""
+        with available(), self._read_sessions() as session:
+            yield session
+
+    @contextmanager
+    def connect_write(self) -> Iterator[Connection]:
+        """A Core connection in a write transaction: the hot paths skip the ORM session."""
+        with available(), self.engine.connect() as connection:
+            connection = connection.execution_options(**WRITE)
+            with connection.begin():
+                yield connection
+
+    @contextmanager
+    def connect_read(self) -> Iterator[Connection]:
+        """A Core connection in autocommit: reads, and PostgreSQL's one-statement writes."""
+        with available(), self.fast.connect() as connection:
+            yield connection
