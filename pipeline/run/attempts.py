@@ -60,6 +60,7 @@ from pipeline.model import Model, ModelReply
 from pipeline.prompts import Prompt, load_prompt
 from pipeline.run.cancellation import CancelToken, current_token
 from pipeline.serialization import sha256_hex
+from pipeline.store.protocol import AttemptJournal
 
 __all__ = [
     "IMMEDIATE",
@@ -78,30 +79,6 @@ MAX_ATTEMPTS = 2
 """Attempts a call gets for invalid output or a guard's refusal: one technical retry."""
 
 _TECHNICAL = (ValidationError, ProviderOutputInvalidError, GuardRejectedError)
-
-
-class AttemptJournal(Protocol):
-    """Where attempts of remote models are written as they happen (`RunStore` is one)."""
-
-    def begin_attempt(
-        self, run_id: str, *, role: str, cycle: int, prompt_name: str, prompt_version: str,
-        input_sha256: str, model: str,
-    ) -> int:
-        """Insert an `in_flight` row before the request is sent; its attempt number."""
-        ...
-
-    def end_attempt(
-        self, run_id: str, role: str, cycle: int, number: int, *, outcome: str,
-        input_tokens: int = 0, output_tokens: int = 0, cache_read_tokens: int = 0,
-        cache_write_tokens: int = 0, latency_ms: float = 0.0, cost_usd: float = 0.0,
-        error_type: str | None = None, reply: str | None = None,
-    ) -> bool:
-        """Complete the row with its outcome and usage (and the accepted answer)."""
-        ...
-
-    def answered(self, run_id: str, *, role: str, cycle: int, input_sha256: str) -> str | None:
-        """An earlier attempt's accepted answer to these exact input bytes, if journaled."""
-        ...
 
 
 class _RetrySettings(Protocol):

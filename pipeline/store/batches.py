@@ -58,11 +58,6 @@ class Batches:
         self, *, tenant_id: str, selection: Selection, terminal_only: bool = False,
         page: int = PAGE, after: tuple[datetime, str] | None = None, summary: bool = False,
     ) -> Iterator[RunRecord]:
-        """The tenant's runs that `selection` picks, newest first, read in keyset pages (never
-        all at once); `terminal_only` keeps ended diagnosis runs only (what a batch
-        re-judges). `after` = (created_at, run_id) of a run already seen starts past it.
-        `summary` reads neither the answer nor the self-evaluation (None in the records)
-        unless the selection filters by the audit; each page is one query either way."""
         needs_audit = bool(selection.prompt_versions or selection.models)
         with_evaluation = needs_audit or not summary
         left = selection.limit
@@ -96,8 +91,6 @@ class Batches:
         self, *, batch_id: str, tenant_id: str, selection: Selection, provider: str,
         message_batches: bool, chunk_size: int,
     ) -> BatchRecord:
-        """A PENDING batch with one item per selected ended diagnosis run, written page by
-        page; the batch's total is set last, in the same transaction."""
         now = utc_now()
         with self._db.write() as session:
             session.add(ReverifyBatchRow(
@@ -123,7 +116,6 @@ class Batches:
         return self.get_batch(batch_id)
 
     def get_batch(self, batch_id: str, *, tenant_id: str | None = None) -> BatchRecord:
-        """The batch; BatchNotFoundError if it is not there (or not the tenant's)."""
         stmt = select(ReverifyBatchRow).where(ReverifyBatchRow.batch_id == batch_id)
         if tenant_id is not None:
             stmt = stmt.where(ReverifyBatchRow.tenant_id == tenant_id)
@@ -135,7 +127,6 @@ class Batches:
 
 
     def start_batch(self, batch_id: str) -> bool:
-        """PENDING -> RUNNING (False if it was not PENDING: started, ended or cancelled)."""
         now = utc_now()
         stmt = (update(ReverifyBatchRow)
                 .where(ReverifyBatchRow.batch_id == batch_id,
@@ -147,8 +138,6 @@ class Batches:
             return started
 
     def cancel_batch(self, batch_id: str, *, tenant_id: str) -> bool:
-        """End a live batch CANCELLED: no new item starts (items being judged may still land).
-        False if it had already ended; BatchNotFoundError if the tenant has no such batch."""
         self.get_batch(batch_id, tenant_id=tenant_id)
         now = utc_now()
         stmt = (update(ReverifyBatchRow)
@@ -160,7 +149,6 @@ class Batches:
             return rowcount(session.execute(stmt)) == 1
 
     def reopen_batch(self, batch_id: str, *, tenant_id: str) -> BatchRecord:
-        """`--resume`: a batch with items left goes back to RUNNING (a cancelled one too)."""
         batch = self.get_batch(batch_id, tenant_id=tenant_id)
         if batch.pending == 0:
             return batch
@@ -174,8 +162,6 @@ class Batches:
 
     def stalled_batches(self, *, older_than_s: float, now: datetime | None = None
                         ) -> list[BatchRecord]:
-        """RUNNING batches with items left and no progress for `older_than_s`: their chunks'
-        messages were lost (a worker died, Redis restarted) and are re-sent."""
         cutoff = (now or utc_now()) - timedelta(seconds=older_than_s)
         stmt = select(ReverifyBatchRow).where(
             ReverifyBatchRow.status == BatchStatus.RUNNING.value,
@@ -185,8 +171,6 @@ class Batches:
             return [convert.batch(row) for row in session.scalars(stmt)]
 
     def claim_stalled_batch(self, batch_id: str, *, updated_at: datetime) -> bool:
-        """Take the re-send of a stalled batch once among several sweepers: True for the one
-        whose conditional update moved its clock."""
         stmt = (update(ReverifyBatchRow)
                 .where(ReverifyBatchRow.batch_id == batch_id,
                        ReverifyBatchRow.status == BatchStatus.RUNNING.value,
@@ -196,14 +180,12 @@ class Batches:
             return rowcount(session.execute(stmt)) == 1
 
     def delete_batch(self, batch_id: str) -> None:
-        """Remove a batch and its items (a batch whose start could not be sent)."""
         with self._db.write() as session:
             session.execute(delete(ReverifyBatchRow).where(ReverifyBatchRow.batch_id == batch_id))
 
     # -- items ------------------------------------------------------------------------------
 
     def pending_items(self, batch_id: str, *, start: int, end: int) -> list[tuple[int, str]]:
-        """(seq, run_id) of the chunk's items still PENDING, in order."""
         stmt = (select(ReverifyItemRow.seq, ReverifyItemRow.run_id)
                 .where(ReverifyItemRow.batch_id == batch_id,
                        ReverifyItemRow.seq >= start, ReverifyItemRow.seq < end,
@@ -213,7 +195,6 @@ class Batches:
             return [(seq, run_id) for seq, run_id in session.execute(stmt)]
 
     def pending_ranges(self, batch_id: str) -> list[tuple[int, int]]:
-        """The chunk ranges [start, end) that still hold a PENDING item."""
         batch = self.get_batch(batch_id)
         size = batch.chunk_size
         stmt = (select((ReverifyItemRow.seq // size).label("chunk")).distinct()
@@ -226,13 +207,6 @@ class Batches:
     def load_for_judging(
         self, run_ids: Sequence[str], *, tenant_id: str
     ) -> dict[str, tuple[RunRecord, RunBundle] | str]:
-        """Each run as stored and as a bundle (its invocations, its raw Executor output), in two
-        queries; a run that cannot be re-judged maps to a one-line reason instead.
-
-        Only the columns a re-judgement needs are read (not the working state, but its retry
-        context; not the stored answer), as plain rows; the large JSON documents (the
-        self-evaluation, each projection) are read as text and parsed by their own models in
-        one pass (no intermediate Python objects): this is most of a batch item's store time."""
         out: dict[str, tuple[RunRecord, RunBundle] | str] = {}
         if not run_ids:
             return out
@@ -260,9 +234,6 @@ class Batches:
     def record_items(
         self, batch_id: str, results: Sequence[ItemResult], attempts: Sequence[LlmAttempt]
     ) -> int:
-        """Write results onto their items if still PENDING, each item's attempts with it (tied
-        to the batch), move the counters by what landed and end the batch if it is complete.
-        Returns how many items this call judged (0 for a re-sent chunk)."""
         now = utc_now()
         landed: set[str] = set()
         done = failed = 0
@@ -302,7 +273,6 @@ class Batches:
 
     def iter_items(self, batch_id: str, *, tenant_id: str, page: int = PAGE
                    ) -> Iterator[ItemRecord]:
-        """The batch's items in order, read in pages."""
         self.get_batch(batch_id, tenant_id=tenant_id)
         after = -1
         while True:

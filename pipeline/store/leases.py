@@ -376,10 +376,6 @@ class Leases:
     def acquire_lease(
         self, run_id: str, *, version: int, owner: str, ttl_s: float
     ) -> LeaseOutcome:
-        """Take the run's node lease for `ttl_s` seconds, in one conditional UPDATE: only if
-        the run is at `version`, not terminal, not cancel requested, and its lease is free,
-        expired or already `owner`'s. Otherwise the outcome says why; RunNotFoundError if
-        there is no such run."""
         for _ in range(3):  # a lease seen free but taken meanwhile: look again
             now = utc_now()
             expires = now + timedelta(seconds=ttl_s)
@@ -394,9 +390,6 @@ class Leases:
         return outcome
 
     def renew_leases(self, owner: str, run_ids: Collection[str], ttl_s: float) -> set[str]:
-        """Extend `owner`'s leases of `run_ids` by `ttl_s` seconds, in one statement; the ids
-        whose lease is no longer `owner`'s or whose run ended or was cancelled (their node
-        copies must stop)."""
         ids = sorted(set(run_ids))
         if not ids:
             return set()
@@ -405,7 +398,6 @@ class Leases:
         return set(ids) - self._sql.renew(params)
 
     def release_lease(self, run_id: str, owner: str) -> bool:
-        """Give the lease back; False if it was not `owner`'s (lost, or cleared by a commit)."""
         return self._sql.release({"p_run_id": run_id, "p_owner": owner})
 
     # -- the attempt journal ----------------------------------------------------------------
@@ -414,8 +406,6 @@ class Leases:
         self, run_id: str, *, role: str, cycle: int, prompt_name: str, prompt_version: str,
         input_sha256: str, model: str,
     ) -> int:
-        """Insert an `in_flight` attempt row before its request is sent; its number, one
-        above the highest stored for (run, role, cycle). RunNotFoundError without the run."""
         params = {
             "p_run_id": run_id, "p_role": role, "p_cycle": cycle,
             "p_prompt_name": prompt_name, "p_prompt_version": prompt_version,
@@ -436,10 +426,6 @@ class Leases:
         cache_write_tokens: int = 0, latency_ms: float = 0.0, cost_usd: float = 0.0,
         error_type: str | None = None, reply: str | None = None,
     ) -> bool:
-        """Complete an in-flight (or abandoned) row with its outcome, usage and latency, and
-        the accepted answer (`reply`, for an `ok`); False if there is no such open row
-        (completed already). Its `created_at` becomes the time it ended, as for rows a commit
-        writes: `created_at - latency_ms` is when the request went out."""
         return self._sql.end({
             "p_reply": reply,
             "p_run_id": run_id, "p_role": role, "p_cycle": cycle, "p_number": number,
@@ -451,15 +437,10 @@ class Leases:
         })
 
     def answered(self, run_id: str, *, role: str, cycle: int, input_sha256: str) -> str | None:
-        """The accepted answer of an earlier attempt of this call (same run, role, cycle and
-        input bytes), if one was journaled: a copy of a node whose worker died after the
-        answer came back, before its commit, reuses it instead of calling the model again."""
         return self._sql.answered({"p_run_id": run_id, "p_role": role, "p_cycle": cycle,
                                    "p_input_sha256": input_sha256})
 
     def abandon_in_flight(self, run_id: str) -> int:
-        """Mark the run's `in_flight` rows `abandoned` (their node copy is gone: call it once
-        the run's lease is yours); how many. A late answer still completes such a row."""
         return self._sql.abandon({"p_run_id": run_id})
 
 

@@ -89,7 +89,6 @@ class PostgresStore(SqlStore):
     def get_tool_call(
         self, run_id: str, tool_call_id: str
     ) -> tuple[RunHead, ToolInvocation] | None:
-        """A requested tool call with its run's head, in one read; None if not requested."""
         found = self._hot.fetch_one(pg.SELECT_TOOL_CALL,
                                     {"p_run_id": run_id, "p_call_id": tool_call_id})
         if found is None:

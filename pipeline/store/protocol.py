@@ -30,7 +30,38 @@ Capability = Literal["server"]
 connections that can be refused or lost (PostgreSQL; SQLite is a file in the process)."""
 
 
-class RunStore(Protocol):
+class AttemptJournal(Protocol):
+    """Where attempts of remote models are written as they happen, one row each
+    (`pipeline.run.attempts` writes through it; every `RunStore` is one)."""
+
+    def begin_attempt(
+        self, run_id: str, *, role: str, cycle: int, prompt_name: str, prompt_version: str,
+        input_sha256: str, model: str,
+    ) -> int:
+        """Insert an `in_flight` attempt row before its request is sent; its number, one
+        above the highest stored for (run, role, cycle). RunNotFoundError without the run."""
+        ...
+
+    def end_attempt(
+        self, run_id: str, role: str, cycle: int, number: int, *, outcome: str,
+        input_tokens: int = 0, output_tokens: int = 0, cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0, latency_ms: float = 0.0, cost_usd: float = 0.0,
+        error_type: str | None = None, reply: str | None = None,
+    ) -> bool:
+        """Complete an in-flight (or abandoned) row with its outcome, usage and latency, and
+        the accepted answer (`reply`, for an `ok`); False if there is no such open row
+        (completed already). Its `created_at` becomes the time it ended, as for rows a commit
+        writes: `created_at - latency_ms` is when the request went out."""
+        ...
+
+    def answered(self, run_id: str, *, role: str, cycle: int, input_sha256: str) -> str | None:
+        """The accepted answer of an earlier attempt of this call (same run, role, cycle and
+        input bytes), if one was journaled: a copy of a node whose worker died after the
+        answer came back, before its commit, reuses it instead of calling the model again."""
+        ...
+
+
+class RunStore(AttemptJournal, Protocol):
     """Runs, tool invocations, events, model attempts, node leases, re-verification batches and
     API tokens, as the contracts of `models/` (no row ever leaves a store)."""
 
@@ -294,32 +325,6 @@ class RunStore(Protocol):
 
     def release_lease(self, run_id: str, owner: str) -> bool:
         """Give the lease back; False if it was not `owner`'s (lost, or cleared by a commit)."""
-        ...
-
-    def begin_attempt(
-        self, run_id: str, *, role: str, cycle: int, prompt_name: str, prompt_version: str,
-        input_sha256: str, model: str,
-    ) -> int:
-        """Insert an `in_flight` attempt row before its request is sent; its number, one
-        above the highest stored for (run, role, cycle). RunNotFoundError without the run."""
-        ...
-
-    def end_attempt(
-        self, run_id: str, role: str, cycle: int, number: int, *, outcome: str,
-        input_tokens: int = 0, output_tokens: int = 0, cache_read_tokens: int = 0,
-        cache_write_tokens: int = 0, latency_ms: float = 0.0, cost_usd: float = 0.0,
-        error_type: str | None = None, reply: str | None = None,
-    ) -> bool:
-        """Complete an in-flight (or abandoned) row with its outcome, usage and latency, and
-        the accepted answer (`reply`, for an `ok`); False if there is no such open row
-        (completed already). Its `created_at` becomes the time it ended, as for rows a commit
-        writes: `created_at - latency_ms` is when the request went out."""
-        ...
-
-    def answered(self, run_id: str, *, role: str, cycle: int, input_sha256: str) -> str | None:
-        """The accepted answer of an earlier attempt of this call (same run, role, cycle and
-        input bytes), if one was journaled: a copy of a node whose worker died after the
-        answer came back, before its commit, reuses it instead of calling the model again."""
         ...
 
     def abandon_in_flight(self, run_id: str) -> int:

@@ -79,7 +79,6 @@ class SqlStore(RunStore):
         return self._db.fast
 
     def close(self) -> None:
-        """Close every pooled connection."""
         self._db.close()
 
     def __enter__(self) -> SqlStore:
@@ -132,12 +131,6 @@ class SqlStore(RunStore):
         events: Sequence[tuple[str, str, dict[str, Any]]] = (),
         deadline_s: float | None = None,
     ) -> str:
-        """Insert a run of `tenant_id` at version 0 and return its id (a uuid4 hex when none
-        is given); InputError for a tenant id `check_tenant_id` refuses.
-
-        The run must end within `deadline_s` seconds (default: the store's `run_deadline_s`),
-        else the reconciler ends it FAILED.
-        """
         row = rows.run_row(
             run_id=run_id or uuid4().hex,
             tenant_id=tenant_id,
@@ -168,12 +161,6 @@ class SqlStore(RunStore):
         invocations: Sequence[ToolInvocation] = (),
         turn: int = 0,
     ) -> int:
-        """Persist one node's output, its events, model attempts and requested tool calls
-        (PROJECTING rows) in one transaction.
-
-        The run must still be at `expected_version` and not terminal (StaleStateError
-        otherwise): a redelivered or duplicate node loses here and changes nothing.
-        """
         for attempt in attempts:
             rows.check_same_run(attempt.run_id, run_id)
         params = {
@@ -189,8 +176,6 @@ class SqlStore(RunStore):
 
     def get_state(self, run_id: str, *, tenant_id: str
                   ) -> tuple[RunRecord, dict[str, Any] | None]:
-        """The tenant's run and its runtime state document, read together; RunNotFoundError
-        if the tenant has no such run."""
         with self._db.read() as session:
             row = rows.load_run(session, run_id, tenant_id=tenant_id)
             return convert.record(row), row.state
@@ -198,8 +183,6 @@ class SqlStore(RunStore):
     def get_head(
         self, run_id: str, *, with_executor_output: bool = False
     ) -> tuple[RunHead, dict[str, Any] | None, str | None]:
-        """What a node needs on every task, in one read: the head, the state and, if asked,
-        the raw Executor output."""
         head, state, output, _ = self.get_node_input(
             run_id, with_executor_output=with_executor_output
         )
@@ -207,8 +190,6 @@ class SqlStore(RunStore):
 
     def cancel_run(self, run_id: str, *, reason: str = "cancel requested",
                    node: str | None = None) -> bool:
-        """End a non-terminal run as CANCELLED, with an event (of `node`, else the run's last
-        node); False if already terminal."""
         with self._db.write() as session:
             row = rows.load_run(session, run_id, lock=True)
             if RunStatus(row.status).terminal:
@@ -227,8 +208,6 @@ class SqlStore(RunStore):
     def find_stalled(
         self, *, older_than_s: float, limit: int, now: datetime | None = None
     ) -> list[StalledRun]:
-        """PENDING or RUNNING runs whose last change is more than `older_than_s` seconds old
-        and whose node lease is absent or expired, oldest first, with their stored next step."""
         now = rows.as_utc(now)
         stmt = sweep.select_stalled(before=sweep.stale_before(now, older_than_s), now=now,
                                      limit=limit)
@@ -238,17 +217,11 @@ class SqlStore(RunStore):
     def claim_stalled(
         self, run_id: str, *, version: int, updated_at: datetime, step: NextStep | None = None
     ) -> bool:
-        """Claim a stalled run for one re-send: touch it (`updated_at`, `reconcile_count`)
-        and append a reconcile/resent event, only if it is still at `version` and
-        `updated_at` with no live lease. Of several reconcilers claiming one stall, exactly
-        one gets True. `step` is the stored next step for the event (read if not given)."""
         with self._db.connect_write() as connection:
             return sweep.claim(connection, run_id, version=version,
                                 updated_at=rows.as_utc(updated_at), step=step)
 
     def fail_overdue(self, *, now: datetime | None = None, limit: int = 100) -> list[str]:
-        """End non-terminal runs past their deadline as FAILED (RUN_DEADLINE_EXCEEDED), each
-        with a reconcile/failed event; the ids of those this call ended."""
         stmt = sweep.select_overdue(now=rows.as_utc(now), limit=limit)
         with self._db.connect_read() as connection:
             overdue = list(connection.execute(stmt))
@@ -257,24 +230,15 @@ class SqlStore(RunStore):
             error=sweep.deadline_message(row.created_at, row.deadline_at))]
 
     def fail_run(self, run_id: str, *, version: int, reason: str, error: str) -> bool:
-        """End a non-terminal run at `version` FAILED with a reconcile/failed event
-        ({reason, error}); False, and nothing written, if it moved on or ended."""
         with self._db.connect_write() as connection:
             return sweep.fail(connection, run_id, version=version, reason=reason,
                                error=error)
 
     def delete_run(self, run_id: str) -> bool:
-        """Remove a run that never started (PENDING at version 0, e.g. its submit never
-        reached the broker), with its events; False if there is none or it has started."""
         with self._db.connect_write() as connection:
             return bool(connection.execute(sweep.delete_unstarted(run_id)).rowcount == 1)
 
     def previous_turn(self, tenant_id: str, session_id: str) -> RunRecord | None:
-        """The latest DIAGNOSIS run of the tenant's session that ended SUCCESS, if any: a
-        session id is the tenant's own, another tenant's session of that name is another.
-
-        Fallback, failed and cancelled runs are never a previous turn.
-        """
         stmt = (
             select(DiagnosisRunRow)
             .options(defer(DiagnosisRunRow.executor_output_raw), defer(DiagnosisRunRow.state))
@@ -290,8 +254,6 @@ class SqlStore(RunStore):
             return convert.record(row) if row is not None else None
 
     def get_run(self, run_id: str, *, tenant_id: str) -> RunRecord:
-        """The tenant's run as a contract; RunNotFoundError if there is none, or it is another
-        tenant's (the same error: a run id tells another tenant nothing)."""
         with self._db.read() as session:
             return convert.record(rows.load_run(session, run_id, tenant_id=tenant_id))
 
@@ -303,7 +265,6 @@ class SqlStore(RunStore):
         session_id: str | None = None,
         statuses: Collection[RunStatus] | None = None,
     ) -> list[RunRecord]:
-        """The tenant's runs, newest first, optionally of one session and in some statuses."""
         stmt = (
             select(DiagnosisRunRow)
             .options(defer(DiagnosisRunRow.executor_output_raw), defer(DiagnosisRunRow.state))
@@ -327,11 +288,6 @@ class SqlStore(RunStore):
         status: RunStatus | None = None,
         evidence_retry_count: int | None = None,
     ) -> int:
-        """Move a non-terminal run at `expected_version` on; return its new version.
-
-        None leaves a field unchanged. StaleStateError if the run is at another version or
-        already terminal; RunNotFoundError if it does not exist.
-        """
         values = rows.advance_values(node, status, evidence_retry_count)
         values["version"] = expected_version + 1
         stmt = (
@@ -350,10 +306,6 @@ class SqlStore(RunStore):
     def finalize(
         self, run_id: str, result: RunResult, *, expected_version: int | None = None
     ) -> bool:
-        """Release the outcome and append a finalize/completed event, in one transaction.
-
-        False, and nothing written, if the run is already terminal (a redelivery).
-        """
         with self._db.write() as session:
             return rows.finalize_run(session, run_id, result, expected_version=expected_version)
 
@@ -366,8 +318,6 @@ class SqlStore(RunStore):
         events: list[tuple[str, str, dict[str, Any]]],
         attempts: list[LlmAttempt],
     ) -> str:
-        """Store a `verity verify` outcome as a new finalized run of `tenant_id`; all of it or
-        nothing."""
         for attempt in attempts:
             rows.check_same_run(attempt.run_id, result.run_id)
         row = rows.run_row(
@@ -392,8 +342,6 @@ class SqlStore(RunStore):
         return row.run_id
 
     def request_cancel(self, run_id: str, *, tenant_id: str) -> bool:
-        """Flag the tenant's run for cancellation; False if it is already terminal,
-        RunNotFoundError if the tenant has no such run."""
         stmt = (
             update(DiagnosisRunRow)
             .where(DiagnosisRunRow.run_id == run_id, DiagnosisRunRow.tenant_id == tenant_id)
@@ -407,7 +355,6 @@ class SqlStore(RunStore):
             return False
 
     def is_cancel_requested(self, run_id: str) -> bool:
-        """Whether cancellation was requested for the run."""
         stmt = select(DiagnosisRunRow.cancel_requested).where(DiagnosisRunRow.run_id == run_id)
         with self._db.read() as session:
             flag = session.scalar(stmt)
@@ -416,8 +363,6 @@ class SqlStore(RunStore):
         return flag
 
     def to_bundle(self, run_id: str, *, tenant_id: str) -> RunBundle:
-        """The tenant's run as a bundle (`verity export`); StoreError if it has no Executor
-        output, RunNotFoundError if the tenant has no such run."""
         with self._db.read() as session:
             row = rows.load_run(session, run_id, tenant_id=tenant_id)
             invocations = rows.read_invocations(session, run_id)
@@ -436,8 +381,6 @@ class SqlStore(RunStore):
         error: str | None = None,
         unless_cancelled: bool = False,
     ) -> bool:
-        """Move a PROJECTING call to READY or ERROR; False if it was already completed (or,
-        with `unless_cancelled`, if its run was cancelled: the late result is not kept)."""
         if status is LifecycleStatus.PROJECTING:
             raise StoreError("complete_invocation needs status READY or ERROR")
         params = {
@@ -458,7 +401,6 @@ class SqlStore(RunStore):
         return False
 
     def list_invocations(self, run_id: str) -> list[ToolInvocation]:
-        """The run's tool calls in insertion order."""
         with self._db.read() as session:
             invocations = rows.read_invocations(session, run_id)
             if not invocations:
@@ -468,8 +410,6 @@ class SqlStore(RunStore):
     def events_since(
         self, run_id: str, seq: int = 0, *, tenant_id: str, limit: int | None = None
     ) -> list[RunEvent]:
-        """The tenant's run's events with a seq above `seq`, ascending (at most `limit` of
-        them); RunNotFoundError if the tenant has no such run."""
         stmt = (
             select(RunEventRow)
             .join(DiagnosisRunRow, DiagnosisRunRow.run_id == RunEventRow.run_id)
@@ -487,9 +427,6 @@ class SqlStore(RunStore):
     def follow(
         self, run_id: str, seq: int = 0, *, tenant_id: str, limit: int = 500
     ) -> tuple[RunStatus, list[RunEvent]]:
-        """The tenant's run's status and its events with a seq above `seq` (at most `limit`),
-        in one statement: a terminal status read here comes with every event written before
-        it. RunNotFoundError if the tenant has no such run."""
         stmt = (
             select(DiagnosisRunRow.status, RunEventRow)
             .outerjoin(RunEventRow, and_(RunEventRow.run_id == DiagnosisRunRow.run_id,
@@ -506,13 +443,10 @@ class SqlStore(RunStore):
         return RunStatus(rows[0][0]), events
 
     def ping(self) -> None:
-        """One round trip to the database; StoreUnavailableError if it cannot be reached."""
         with self._db.connect_read() as connection:
             connection.execute(text("SELECT 1"))
 
     def list_attempts(self, run_id: str) -> list[LlmAttempt]:
-        """The run's own model attempts in the order they were recorded (a re-verification's
-        are its batch's)."""
         stmt = (
             select(LlmAttemptRow)
             .where(LlmAttemptRow.run_id == run_id, LlmAttemptRow.batch_id == "")

@@ -47,8 +47,6 @@ class SqliteStore(SqlStore):
     def get_node_input(
         self, run_id: str, *, with_executor_output: bool = False, with_invocations: bool = False
     ) -> tuple[RunHead, dict[str, Any] | None, str | None, list[ToolInvocation]]:
-        """The head, the state, the raw Executor output and the invocations a node asks for,
-        read together."""
         stmt = (statements.SELECT_HEAD_WITH_OUTPUT if with_executor_output
                 else statements.SELECT_HEAD)
         with self._db.connect_read() as connection:
@@ -87,7 +85,6 @@ class SqliteStore(SqlStore):
     def get_tool_call(
         self, run_id: str, tool_call_id: str
     ) -> tuple[RunHead, ToolInvocation] | None:
-        """A requested tool call with its run's head, in one read; None if not requested."""
         params = {"p_run_id": run_id, "p_call_id": tool_call_id}
         with self._db.connect_read() as connection:
             row = connection.execute(statements.SELECT_TOOL_CALL, params).one_or_none()

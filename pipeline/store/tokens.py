@@ -31,8 +31,6 @@ class Tokens:
 
     def create_token(self, *, token_id: str, tenant_id: str, name: str, secret_sha256: str
                      ) -> ApiToken:
-        """Store a token of `tenant_id` by its secret's sha256; InputError for a bad tenant id
-        or name."""
         name = name.strip()
         if not name or len(name) > MAX_NAME:
             raise InputError(f"a token name is 1 to {MAX_NAME} characters")
@@ -44,8 +42,6 @@ class Tokens:
 
     def token_by_secret_hash(self, secret_sha256: str, *, now: datetime | None = None
                              ) -> ApiToken | None:
-        """The token with this secret hash if it is not revoked (None otherwise), its
-        `last_used_at` moved to now when it was older than `TOUCH_EVERY`."""
         moment = now or utc_now()
         token = self._live_token(secret_sha256)
         if token is None:
@@ -68,7 +64,6 @@ class Tokens:
             return convert.token(row) if row is not None else None
 
     def list_tokens(self, *, tenant_id: str | None = None) -> list[ApiToken]:
-        """Every token (of one tenant, given one), oldest first, revoked ones included."""
         stmt = select(ApiTokenRow).order_by(ApiTokenRow.created_at, ApiTokenRow.token_id)
         if tenant_id is not None:
             stmt = stmt.where(ApiTokenRow.tenant_id == tenant_id)
@@ -76,8 +71,6 @@ class Tokens:
             return [convert.token(row) for row in session.scalars(stmt)]
 
     def revoke_token(self, token_id: str) -> bool:
-        """Revoke a token: every later request with it is refused. False if there is no such
-        token or it was revoked already."""
         stmt = (update(ApiTokenRow)
                 .where(ApiTokenRow.token_id == token_id, ApiTokenRow.revoked_at.is_(None))
                 .values(revoked_at=utc_now()))
