@@ -28,9 +28,9 @@ from api.auth import RateLimiter, Unauthorized, authenticate
 from api.settings import ApiSettings
 from api.sources import document_sources
 from api.sse import FeedHub
+from client import VerityClient
 from models.run import DEFAULT_TENANT
 from models.token import ApiToken
-from tasks.client import VerityClient
 
 ClientFactory = Callable[[str], VerityClient]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+CODE = ("pipeline", "models", "tasks", "client", "cli", "api")
 ANTHROPIC_MODULE = "pipeline/providers/anthropic.py"
 SQLALCHEMY_ALLOWED = ("pipeline/store/", "models/tables.py")
 
@@ -34,7 +35,7 @@ def _rel(path: Path) -> str:
 
 
 def test_layering__tree_is_scanned() -> None:
-    scanned = {_rel(p) for p in _sources("pipeline", "models", "tasks", "cli", "api")}
+    scanned = {_rel(p) for p in _sources(*CODE)}
     assert {"pipeline/rules/gatekeeper.py", "pipeline/store/_store.py",
             "models/tables.py"} <= scanned
 
@@ -45,13 +46,19 @@ def test_layering__pipeline_and_models_never_import_celery(path: Path) -> None:
     assert "kombu" not in _imports(path)
 
 
-@pytest.mark.parametrize("path", _sources("pipeline", "models", "tasks", "cli", "api"), ids=_rel)
+@pytest.mark.parametrize("path", [p for p in _sources("client") if p.name != "local.py"],
+                         ids=_rel)
+def test_layering__the_http_client_never_imports_celery(path: Path) -> None:
+    assert not {"celery", "kombu", "tasks"} & _imports(path)
+
+
+@pytest.mark.parametrize("path", _sources(*CODE), ids=_rel)
 def test_layering__only_one_module_imports_anthropic(path: Path) -> None:
     if _rel(path) != ANTHROPIC_MODULE:
         assert "anthropic" not in _imports(path)
 
 
-@pytest.mark.parametrize("path", _sources("pipeline", "models", "tasks", "cli", "api"), ids=_rel)
+@pytest.mark.parametrize("path", _sources(*CODE), ids=_rel)
 def test_layering__only_the_store_and_models_import_sqlalchemy(path: Path) -> None:
     if not _rel(path).startswith(SQLALCHEMY_ALLOWED):
         assert not {"sqlalchemy", "alembic"} & _imports(path)

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
+from client import VerityClient
+from client import local as client_module
 from pipeline.config import VeritySettings
 from pipeline.errors import (
     ConfigurationError,
@@ -28,8 +30,6 @@ from pipeline.run.runtime import Runtime
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.sources import UnknownSourceError
 from pipeline.store import RunStore, make_engine
-from tasks import client as client_module
-from tasks.client import VerityClient
 
 TENANT = "team-a"
 """The owner of this module's runs."""
@@ -131,7 +131,7 @@ def test_from_env__a_broker_without_a_shared_database_is_a_configuration_error(
 
 
 def _producer(env: dict[str, str], code: str) -> dict[str, Any]:
-    prelude = ("import json\nfrom tasks.client import VerityClient\n"
+    prelude = ("import json\nfrom client import VerityClient\n"
                "client = VerityClient.from_env()\n")
     done = subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
