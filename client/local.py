@@ -113,11 +113,11 @@ class VerityClient:
         ConfigurationError for a broken sources file; BrokerUnavailableError (the run deleted
         again) if the broker cannot be reached.
         """
-        reference = self.check_data_source(data_source, source=source, at=at)
+        stored = self.check_source(source, data_source=data_source, at=at)
         if deadline_s is not None and not deadline_s > 0:
             raise InputError(f"deadline_s must be a positive number of seconds, not {deadline_s}")
         run_id = self.runtime.submit(query, tenant_id=self.tenant, session_id=session_id,
-                                     data_source=reference, deadline_s=deadline_s)
+                                     source=stored, deadline_s=deadline_s)
         try:
             send_run(run_id)
         except BrokerUnavailableError:
@@ -126,8 +126,8 @@ class VerityClient:
             raise
         return run_id
 
-    def check_data_source(self, data_source: str | None, *, source: str | None = None,
-                          at: datetime | None = None) -> str | None:
+    def check_source(self, source: str | None, *, data_source: str | None = None,
+                     at: datetime | None = None) -> str | None:
         """The source reference to store, checked before anything is written (InputError,
         one line): a scenario folder as an absolute path, `scenario:NAME`, or a configured
         name (backends pinned at `at`, default now: `prod@2026-12-01T17:00:00Z`). A runtime

@@ -169,8 +169,8 @@ class RunStore(LeaseStore, BatchStore, TokenStore):
         intent: Intent,
         session_id: str | None = None,
         run_id: str | None = None,
-        source: str = "run",
-        source_run_id: str | None = None,
+        origin: str = "run",
+        origin_run_id: str | None = None,
         executor_output_raw: str | None = None,
         status: RunStatus = RunStatus.PENDING,
         data_source: str | None = None,
@@ -191,8 +191,8 @@ class RunStore(LeaseStore, BatchStore, TokenStore):
             intent=intent,
             status=status,
             session_id=session_id,
-            source=source,
-            source_run_id=source_run_id,
+            source=origin,
+            source_run_id=origin_run_id,
             executor_output_raw=executor_output_raw,
             deadline_s=self.run_deadline_s if deadline_s is None else deadline_s,
         )
@@ -200,8 +200,8 @@ class RunStore(LeaseStore, BatchStore, TokenStore):
             params = {
                 "p_run_id": row.run_id, "p_tenant_id": row.tenant_id,
                 "p_session_id": session_id, "p_query": query,
-                "p_intent": row.intent, "p_status": row.status, "p_source": source,
-                "p_source_run_id": source_run_id, "p_output": executor_output_raw,
+                "p_intent": row.intent, "p_status": row.status, "p_source": origin,
+                "p_source_run_id": origin_run_id, "p_output": executor_output_raw,
                 "p_state": _pg.dumps(state) if state is not None else None,
                 "p_data_source": data_source, "p_events": len(events),
                 "p_event_rows": _pg.event_rows(events), "p_now": row.created_at,
@@ -775,7 +775,7 @@ def _write_attempts(session: Session | Connection, attempts: Sequence[LlmAttempt
 def _head(run_id: str, status: str, version: int, node: str | None, cancel_requested: bool,
           data_source: str | None, session_id: str | None, tenant_id: str) -> RunHead:
     return RunHead(run_id=run_id, status=RunStatus(status), version=version, node=node,
-                   cancel_requested=cancel_requested, data_source=data_source,
+                   cancel_requested=cancel_requested, source=data_source,
                    session_id=session_id, tenant_id=tenant_id)
 
 

@@ -88,7 +88,7 @@ def test_submit__a_scenario_folder_is_stored_as_its_absolute_path(
     monkeypatch.chdir(CHECKOUT.parent)
     run_id = client.submit(QUESTION, data_source=CHECKOUT.name)
     record = store.get_run(run_id, tenant_id=TENANT)
-    assert record.data_source == str(CHECKOUT.resolve())
+    assert record.source == str(CHECKOUT.resolve())
     assert record.deadline_at is not None
 
 
@@ -102,7 +102,7 @@ def test_submit__a_runtime_with_its_own_source_loader_is_asked_instead(
 
     client.runtime.source_loader = loader
     run_id = client.submit("q", data_source="warehouse:orders")
-    assert store.get_run(run_id, tenant_id=TENANT).data_source == "warehouse:orders"
+    assert store.get_run(run_id, tenant_id=TENANT).source == "warehouse:orders"
     with pytest.raises(InputError, match=r"^data_source 'nope' cannot be loaded: KeyError"):
         client.submit("q", data_source="nope")
     assert len(store.list_runs(tenant_id=TENANT)) == 1
@@ -266,13 +266,13 @@ def test_submit__a_configured_backend_source_is_pinned_at_submit_or_at(
     client: VerityClient, store: RunStore
 ) -> None:
     before = datetime.now(UTC).replace(microsecond=0)
-    stored = store.get_run(client.submit(QUESTION, source="prod"), tenant_id=TENANT).data_source
+    stored = store.get_run(client.submit(QUESTION, source="prod"), tenant_id=TENANT).source
     assert stored is not None and stored.startswith("prod@")
     pinned = datetime.fromisoformat(stored.removeprefix("prod@"))
     assert before <= pinned <= datetime.now(UTC)
     at = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
     run_id = client.submit(QUESTION, source="prod", at=at)
-    assert store.get_run(run_id, tenant_id=TENANT).data_source == "prod@2026-12-01T17:00:00Z"
+    assert store.get_run(run_id, tenant_id=TENANT).source == "prod@2026-12-01T17:00:00Z"
 
 
 @pytest.mark.usefixtures("sources_file")
@@ -280,7 +280,7 @@ def test_submit__scenarios_keep_their_time_unless_at_is_given(
     client: VerityClient, store: RunStore
 ) -> None:
     def stored(**kw: Any) -> str | None:
-        return store.get_run(client.submit(QUESTION, **kw), tenant_id=TENANT).data_source
+        return store.get_run(client.submit(QUESTION, **kw), tenant_id=TENANT).source
 
     at = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
     assert stored(source="demo") == "demo"
