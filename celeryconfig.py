@@ -1,4 +1,4 @@
-"""Celery settings, read from the environment (VERITY_*), nothing else.
+"""Celery settings, read from the environment (VERITY_*) and the run's graph (its queues).
 
 Without VERITY_BROKER_URL the embedded default applies: an in-process worker on `memory://`
 with the `cache+memory://` result backend.
@@ -7,6 +7,8 @@ with the `cache+memory://` result backend.
 from __future__ import annotations
 
 import os
+
+from pipeline.run.graph import BATCH_QUEUE, GRAPH, TOOL_QUEUE
 
 broker_url = os.environ.get("VERITY_BROKER_URL", "memory://")
 # Chords count their parts in the result backend: it must be shared by every worker.
@@ -29,14 +31,11 @@ worker_consumer = "tasks.events:Consumer"
 # Run state lives in the database; a STARTED result per task would be a wasted write.
 task_track_started = False
 task_default_queue = "control"
+# Each node's queue is declared once, in the graph (`NodeSpec.queue`); routes follow from it.
 task_routes = {
-    "verity.node.tool": {"queue": "tools"},
-    "verity.node.plan": {"queue": "llm"},
-    "verity.node.execute": {"queue": "llm"},
-    "verity.node.verify": {"queue": "llm"},
-    "verity.node.compose": {"queue": "llm"},
-    "verity.node.knowledge": {"queue": "llm"},
-    "verity.batch.*": {"queue": "batch"},
+    "verity.node.tool": {"queue": TOOL_QUEUE},
+    **{f"verity.node.{spec.node}": {"queue": spec.queue} for spec in GRAPH.nodes.values()},
+    "verity.batch.*": {"queue": BATCH_QUEUE},
     "verity.*": {"queue": "control"},
 }
 result_expires = 3600

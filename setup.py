@@ -5,7 +5,7 @@ importlib.resources (pipeline/package_data.py). Everything else is in pyproject.
 
 from setuptools import find_namespace_packages, setup
 
-CODE = ["models*", "pipeline*", "tasks*", "cli*", "api*", "fake_anthropic*"]
+CODE = ["models*", "pipeline*", "tasks*", "client*", "cli*", "api*", "fake_anthropic*"]
 DATA = {"verity_scenarios": "scenarios", "verity_migrations": "migrations"}
 
 setup(

@@ -1,4 +1,4 @@
-"""The HTTP API of `verity serve`: FastAPI over the producer API (`tasks.client`)."""
+"""The HTTP API of `verity serve`: FastAPI over the producer API (`client`)."""
 
 from api.app import create_app
 from api.settings import ApiSettings

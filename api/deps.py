@@ -15,8 +15,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api.auth import RateLimiter, Unauthorized, authenticate
 from api.settings import ApiSettings
 from api.sse import FeedHub
+from client import VerityClient
 from models.token import ApiToken
-from tasks.client import VerityClient
 
 ClientFactory = Callable[[str], VerityClient]
 

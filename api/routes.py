@@ -33,12 +33,12 @@ from api.schemas import (
 )
 from api.sources import list_sources, source_name
 from api.sse import EventStream, named_frame
+from client import VerityClient
 from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
 from models.common import RunStatus
 from models.run import RunRecord
 from pipeline.errors import InputError
-from tasks.client import VerityClient
 
 router = APIRouter()
 

@@ -26,10 +26,10 @@ from anyio.abc import TaskGroup
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from client import VerityClient
 from models.common import RunStatus
 from models.run import RunEvent
 from pipeline.errors import StoreError, StoreUnavailableError, VerityError
-from tasks.client import VerityClient
 
 logger = logging.getLogger(__name__)
 

@@ -167,7 +167,7 @@ def _post_runs(base: str, secret: str, *, runs: int) -> dict[str, Any]:
     import httpx
 
     from api.sources import source_name
-    from tasks.client import VerityClient
+    from client import VerityClient
 
     direct = VerityClient.from_env(tenant="bench")
     local = threading.local()

@@ -139,9 +139,9 @@ def _arguments() -> argparse.Namespace:
 
 
 def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
+    from client import VerityClient
     from pipeline.factory import build_runtime, resolve_scenario
     from pipeline.scenarios import load_scenario
-    from tasks.client import VerityClient
 
     source = resolve_scenario(args.scenario, None)
     query = load_scenario(Path(source)).meta.question

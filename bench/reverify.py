@@ -207,8 +207,8 @@ def _in_process(runtime: Any, templates: list[tuple[str, str]], *, seconds: floa
 
 def _batch(runtime: Any, *, runs: int, chunk_size: int, processes: int) -> dict[str, Any]:
     """A batch of `runs` through `processes` fresh single-thread worker processes."""
+    from client import VerityClient
     from models.batch import Selection
-    from tasks.client import VerityClient
 
     _flush_redis()
     client = VerityClient(runtime, tenant=TENANT)

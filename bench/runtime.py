@@ -329,8 +329,8 @@ def _compare(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     """Bare canvas and instant runs, interleaved so both see the same machine."""
     from bench.bare_tasks import canvas
     from bench.instant import TOOL_CALLS, build_runtime
+    from client import VerityClient
     from pipeline.config import VeritySettings
-    from tasks.client import VerityClient
 
     runtime = build_runtime(VeritySettings())
     client = VerityClient(runtime, tenant="bench")
@@ -401,9 +401,9 @@ def _throughput_runs(client: Any, batch: int, *, data_source: str | None, query:
 
 
 def _offline(args: argparse.Namespace) -> dict[str, Any]:
+    from client import VerityClient
     from pipeline.factory import build_runtime
     from pipeline.scenarios import default_scenarios_dir
-    from tasks.client import VerityClient
 
     runtime = build_runtime()
     client = VerityClient(runtime, tenant="bench")
@@ -424,9 +424,9 @@ def _offline(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _memory(worker: _Worker, inflight: int) -> dict[str, Any]:
+    from client import VerityClient
     from pipeline.factory import build_runtime
     from pipeline.scenarios import default_scenarios_dir
-    from tasks.client import VerityClient
 
     runtime = build_runtime()
     client = VerityClient(runtime, tenant="bench")

@@ -169,7 +169,7 @@ def reverify_report(
     """What a batch changed: the verdict transition matrix, rules and claim classes that
     changed, the runs that flipped (worst first) and why, tokens and cost."""
     owner = tenant_of(tenant)
-    from tasks.client import VerityClient
+    from client import VerityClient
 
     with ExitStack() as stack:
         from pipeline.factory import build_runtime

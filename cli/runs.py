@@ -59,7 +59,8 @@ def tenant_of(option: str | None) -> str:
 def client_and_worker(stack: ExitStack, tenant: str) -> Any:
     """A producer client of `tenant`: enqueue to real workers, or run the embedded one
     in-process."""
-    from tasks.client import VerityClient, check_settings  # celery only for runtime commands
+    from client import VerityClient  # celery only for runtime commands
+    from pipeline.config import check_settings
     from tasks.embedded import embedded_worker
     from tasks.services import runtime_from
 
@@ -193,7 +194,7 @@ def cancel(
     batch (no new item starts)."""
     owner = tenant_of(tenant)
     with ExitStack() as stack:
-        from tasks.client import VerityClient
+        from client import VerityClient
 
         runtime = build_runtime()
         stack.callback(runtime.store.close)
@@ -296,7 +297,7 @@ def reconcile(
     """Run the reconciler as a service: re-send stalled runs' next steps over
     VERITY_BROKER_URL, end runs past their deadline FAILED. Safe with several running; each
     sweep prints one JSON line of counts."""
-    from tasks.client import check_settings
+    from pipeline.config import check_settings
 
     settings = VeritySettings()
     if not settings.broker_url:

@@ -44,7 +44,8 @@ def serve(
     import uvicorn
 
     from api import ApiSettings, create_app
-    from tasks.client import VerityClient, check_settings
+    from client import VerityClient
+    from pipeline.config import check_settings
     from tasks.services import runtime_from
 
     check_settings(settings)

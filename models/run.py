@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, model_validator
 
 from models.bundle import FinalAnswer
 from models.common import Contract, FallbackType, Intent, RunStatus, Verdict
@@ -50,7 +50,11 @@ class LlmAttempt(Contract):
 
 
 class RunRecord(Contract):
-    """A diagnosis_run row as a contract."""
+    """A diagnosis_run row as a contract. Its JSON (the HTTP API's) keeps the names the fields
+    had before `source` meant a data source: `source` (run or verify), `source_run_id`,
+    `data_source`."""
+
+    model_config = ConfigDict(serialize_by_alias=True)
 
     run_id: str = Field(description="Run id.")
     tenant_id: str = Field(description="Owner: sessions, previous turns and reads are its own.")
@@ -64,11 +68,14 @@ class RunRecord(Contract):
     fallback_type: FallbackType | None = Field(default=None, description="If it fell back.")
     final_answer: FinalAnswer | None = Field(default=None, description="Released answer.")
     self_evaluation: SelfEvaluation | None = Field(default=None, description="Audit record.")
-    source: str = Field(default="run", description="run or verify.")
-    source_run_id: str | None = Field(default=None, description="Bundle's run id for verify.")
+    origin: str = Field(default="run", serialization_alias="source",
+                        description="How the run was made: run (submitted) or verify (a bundle).")
+    origin_run_id: str | None = Field(default=None, serialization_alias="source_run_id",
+                                      description="Bundle's run id for verify.")
     cancel_requested: bool = Field(default=False, description="Cancellation flag.")
     evidence_retry_count: int = Field(default=0, ge=0, description="Evidence retries done.")
-    data_source: str | None = Field(default=None, description="Where its tools read data.")
+    source: str | None = Field(default=None, serialization_alias="data_source",
+                               description="Where its tools read data: a source reference.")
     created_at: datetime | None = Field(default=None, description="Creation time (UTC).")
     updated_at: datetime | None = Field(default=None, description="Last change (UTC).")
     finished_at: datetime | None = Field(default=None, description="Terminal time (UTC).")
@@ -76,6 +83,18 @@ class RunRecord(Contract):
         default=None, description="Past it the run ends FAILED (RUN_DEADLINE_EXCEEDED).")
     reconcile_count: int = Field(
         default=0, ge=0, description="Stalled steps the reconciler re-sent.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_wire(cls, data: Any) -> Any:
+        """Read the JSON form back (the HTTP API's): its names predate `origin`."""
+        if isinstance(data, dict) and "data_source" in data and "origin" not in data:
+            data = dict(data)
+            data["origin"] = data.pop("source", "run")
+            if "source_run_id" in data:
+                data["origin_run_id"] = data.pop("source_run_id")
+            data["source"] = data.pop("data_source")
+        return data
 
 
 class RunHead(Contract):
@@ -87,7 +106,7 @@ class RunHead(Contract):
     version: int = Field(ge=0, description="Optimistic-lock version.")
     node: str | None = Field(default=None, description="Last committed node.")
     cancel_requested: bool = Field(default=False, description="Cancellation flag.")
-    data_source: str | None = Field(default=None, description="Where its tools read data.")
+    source: str | None = Field(default=None, description="Where its tools read data.")
     session_id: str | None = Field(default=None, description="Conversation session.")
 
 

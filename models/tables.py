@@ -106,6 +106,8 @@ class DiagnosisRunRow(Base):
     fallback_type: Mapped[str | None] = mapped_column(String(64))
     final_answer: Mapped[dict[str, Any] | None] = mapped_column(_json())
     self_evaluation: Mapped[dict[str, Any] | None] = mapped_column(_json())
+    # run or verify: RunRecord.origin. Attributes keep their columns' names (the store reads
+    # Core rows of these columns by name); the run's data source is `data_source` below.
     source: Mapped[str] = mapped_column(String(16), default="run", server_default="run")
     source_run_id: Mapped[str | None] = mapped_column(String(64))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

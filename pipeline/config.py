@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pipeline.errors import ConfigurationError
+
 LlmRole = Literal["planner", "executor", "verifier", "composer", "knowledge"]
 DEFAULT_MODELS: dict[str, str] = {
     "planner": "claude-sonnet-5-5",
@@ -289,3 +291,12 @@ def default_database_url() -> str:
 def resolve_database_url(settings: VeritySettings) -> str:
     """The configured database URL, else the embedded default."""
     return settings.database_url or default_database_url()
+
+
+def check_settings(settings: VeritySettings) -> None:
+    """A producer with a broker must write where the workers read: ConfigurationError if
+    VERITY_BROKER_URL is set without VERITY_DATABASE_URL (the embedded SQLite file would be
+    this process's own)."""
+    if settings.broker_url and not settings.database_url:
+        raise ConfigurationError(
+            "VERITY_BROKER_URL is set: also set VERITY_DATABASE_URL to the workers' database")

@@ -24,7 +24,7 @@
     │   └── StoreUnavailableError   the database could not be reached; the task is retried
     ├── BrokerUnavailableError      the broker could not be reached at submit; no run is left
     ├── RateLimitedError            the HTTP API refused a run: too many for the token
-    ├── RunTimeoutError             `wait` ran out of time; the run goes on [tasks.client]
+    ├── RunTimeoutError             `wait` ran out of time; the run goes on
     └── RunFailure                  a run cannot go on normally; routing picks a fallback
         ├── ProviderUnavailableError    transient: 429, 529, 5xx, timeout, dropped connection;
         │                               backed off and retried (honours `retry_after`)
@@ -148,6 +148,10 @@ class RateLimitedError(VerityError):
     def __init__(self, message: str, *, retry_after_s: float) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class RunTimeoutError(VerityError):
+    """A client's `wait` ran out of time; the run goes on."""
 
 
 class RunFailure(VerityError):

@@ -83,16 +83,17 @@ class StoreRetryingTask(Task):
                          headers={**headers, FIRST_TRY_HEADER: first})
 
 
-def node_task_id(run_id: str, node: str, version: int) -> str:
-    """The id of the message that runs `node` at `version`."""
-    return f"{run_id}-{node}-{version}"
+def node_task_id(run_id: str, node: str, key: int | str) -> str:
+    """The id of the message that runs `node` (a graph node, `coordinate` or `tool`) of the
+    run: `key` is the version it runs at, or the tool call's id for `tool`."""
+    return f"{run_id}-{node}-{key}"
 
 
 def pending_task_ids(run_id: str, version: int, step: NextStep | None) -> list[str]:
     """Ids of the messages dispatched for `step` (to revoke them on cancel)."""
     if step is None:
         return []
-    ids = [f"{run_id}-tool-{tool_call_id}" for tool_call_id in step.tool_call_ids]
+    ids = [node_task_id(run_id, "tool", tool_call_id) for tool_call_id in step.tool_call_ids]
     ids.append(node_task_id(run_id, "coordinate", version))
     ids.append(node_task_id(run_id, step.node, version))
     return ids
@@ -108,7 +109,8 @@ def dispatch(run_id: str, outcome: NodeOutcome) -> None:
         ignore_result = not _tool_results_stored()
         header = [
             tool.si(run_id, tool_call_id).set(
-                task_id=f"{run_id}-tool-{tool_call_id}", ignore_result=ignore_result)
+                task_id=node_task_id(run_id, "tool", tool_call_id),
+                ignore_result=ignore_result)
             for tool_call_id in step.tool_call_ids
         ]
         body = coordinate.si(run_id, outcome.version, step.node).set(

@@ -51,7 +51,8 @@ class NodeSpec:
 
     node: str
     queue: str
-    """The Celery queue its task runs on: control (fast), llm (model calls) or tools."""
+    """The Celery queue its task runs on: control (fast), llm (model calls) or tools
+    (`celeryconfig.task_routes` is derived from it)."""
     body: Body | None
     """None for the terminal node, which the driver itself commits."""
     edge: Edge | None

@@ -84,7 +84,7 @@ class Runtime:
         *,
         tenant_id: str,
         session_id: str | None = None,
-        data_source: str | None = None,
+        source: str | None = None,
         run_id: str | None = None,
         deadline_s: float | None = None,
     ) -> str:
@@ -100,7 +100,7 @@ class Runtime:
         )
         return self.store.create_run(
             tenant_id=tenant_id, query=query, intent=intent, session_id=session_id, run_id=run_id,
-            data_source=data_source, state=_dump(state),
+            source=source, state=_dump(state),
             deadline_s=self.settings.run_deadline_s if deadline_s is None else deadline_s,
             events=[("submit", "accepted", {"intent": intent.value})],
         )
@@ -247,7 +247,7 @@ class Runtime:
         request = ToolCallRequest(tool_call_id=pending.tool_call_id,
                                   tool_name=pending.tool_name, arguments=pending.arguments)
         try:
-            source = self.source_loader(head.data_source)
+            source = self.source_loader(head.source)
         except StoreUnavailableError:
             raise
         except Exception as exc:  # a source that cannot be loaded fails the call, not the run

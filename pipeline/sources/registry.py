@@ -1,4 +1,4 @@
-"""Source references: what a run stores as its `data_source`, and how a worker turns one back
+"""Source references: what a run stores as its `source`, and how a worker turns one back
 into a `DataSource`.
 
     scenario:checkout-pool-exhaustion          a shipped scenario, at its own `now`
@@ -340,12 +340,12 @@ def sources() -> SourceRegistry:
         return registry
 
 
-def load_source(data_source: str | None) -> DataSource:
+def load_source(source: str | None) -> DataSource:
     """The runtime's source loader: the `DataSource` a run's stored reference names."""
-    if data_source is None:
+    if source is None:
         raise InputError("this run has no data source (pass --source, --scenario or "
                          "--scenario-dir)")
-    return sources().resolve(data_source)
+    return sources().resolve(source)
 
 
 def resolve_scenario(name: str | None, directory: str | None) -> str:

@@ -64,11 +64,11 @@ def record(row: Any, *, with_answer: bool = True, with_evaluation: bool = True,
             if row.self_evaluation is not None
             else None
         ),
-        source=row.source,
-        source_run_id=row.source_run_id,
+        origin=row.source,
+        origin_run_id=row.source_run_id,
         cancel_requested=row.cancel_requested,
         evidence_retry_count=row.evidence_retry_count,
-        data_source=row.data_source,
+        source=row.data_source,
         created_at=row.created_at,
         updated_at=row.updated_at,
         finished_at=row.finished_at,
@@ -119,10 +119,10 @@ def attempt(row: LlmAttemptRow) -> LlmAttempt:
 
 
 def head(run_id: str, status: str, version: int, node: str | None, cancel_requested: bool,
-         data_source: str | None, session_id: str | None, tenant_id: str) -> RunHead:
-    """A run's head from its columns."""
+         source: str | None, session_id: str | None, tenant_id: str) -> RunHead:
+    """A run's head from its columns (`source`: the `data_source` column)."""
     return RunHead(run_id=run_id, status=RunStatus(status), version=version, node=node,
-                   cancel_requested=cancel_requested, data_source=data_source,
+                   cancel_requested=cancel_requested, source=source,
                    session_id=session_id, tenant_id=tenant_id)
 
 

@@ -122,11 +122,11 @@ class SqlStore(RunStore):
         intent: Intent,
         session_id: str | None = None,
         run_id: str | None = None,
-        source: str = "run",
-        source_run_id: str | None = None,
+        origin: str = "run",
+        origin_run_id: str | None = None,
         executor_output_raw: str | None = None,
         status: RunStatus = RunStatus.PENDING,
-        data_source: str | None = None,
+        source: str | None = None,
         state: dict[str, Any] | None = None,
         events: Sequence[tuple[str, str, dict[str, Any]]] = (),
         deadline_s: float | None = None,
@@ -138,12 +138,12 @@ class SqlStore(RunStore):
             intent=intent,
             status=status,
             session_id=session_id,
-            source=source,
-            source_run_id=source_run_id,
+            source=origin,
+            source_run_id=origin_run_id,
             executor_output_raw=executor_output_raw,
             deadline_s=self.run_deadline_s if deadline_s is None else deadline_s,
         )
-        self._insert_run(row, state=state, data_source=data_source, events=events)
+        self._insert_run(row, state=state, data_source=source, events=events)
         return row.run_id
 
     def commit_node(

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from client import VerityClient
 from pipeline.errors import ConfigurationError, InputError, RunNotFoundError
-from tasks.client import VerityClient
 from tests.api.conftest import MAX_BODY, RUNS_PER_MINUTE, TERMINAL, World, wait_for_run
 from tests.api.sse import Frame, frames
 

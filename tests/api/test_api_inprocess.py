@@ -19,6 +19,7 @@ import uvicorn
 
 from api import ApiSettings, create_app
 from api.auth import RateLimited, RateLimiter
+from client.http import HttpVerityClient
 from models.common import Intent, RunStatus
 from models.run import RunEvent, RunRecord
 from pipeline.errors import (
@@ -30,7 +31,6 @@ from pipeline.errors import (
 )
 from pipeline.store import RunStore
 from pipeline.tokens import hash_secret, new_secret
-from tasks.http_client import HttpVerityClient
 from tests.api.conftest import free_port
 from tests.api.sse import frames
 

@@ -280,7 +280,7 @@ class Cluster:
     # -- producer side (a separate process, as a web app would be) ----------------------------
 
     def _produce(self, code: str, stdin: str = "", timeout: float = 120) -> str:
-        prelude = ("import json, os, sys\nfrom tasks.client import VerityClient\n"
+        prelude = ("import json, os, sys\nfrom client import VerityClient\n"
                    "client = VerityClient.from_env()\n")
         done = subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=self.env,
                               input=stdin, capture_output=True, text=True, timeout=timeout,

@@ -99,7 +99,7 @@ def workers(runtime_env: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
 
 def produce(env: dict[str, str], code: str) -> str:
     """Run producer-API code in a fresh process (as a web app would); returns its stdout."""
-    prelude = "from tasks.client import VerityClient\nclient = VerityClient.from_env()\n"
+    prelude = "from client import VerityClient\nclient = VerityClient.from_env()\n"
     done = subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

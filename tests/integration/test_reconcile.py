@@ -52,7 +52,7 @@ def test_a_submit_that_never_reached_the_broker_is_resent_and_succeeds(
 ) -> None:
     # the producer API's own store creates the run, and nothing is published
     run_id = produce(runtime_env, (
-        f"print(client.runtime.submit({QUESTION!r}, data_source={CHECKOUT!r}, "
+        f"print(client.runtime.submit({QUESTION!r}, source={CHECKOUT!r}, "
         "tenant_id=client.tenant))"))
     assert run_store.get_run(run_id, tenant_id=TENANT).status is RunStatus.PENDING
     _start_beat_worker(workers)
@@ -119,7 +119,7 @@ def test_verity_reconcile_once_resends_over_the_broker(
 ) -> None:
     """The standalone service: one in-process sweep that publishes to the workers."""
     run_id = produce(runtime_env, (
-        f"print(client.runtime.submit({QUESTION!r}, data_source={CHECKOUT!r}, "
+        f"print(client.runtime.submit({QUESTION!r}, source={CHECKOUT!r}, "
         "tenant_id=client.tenant))"))
     workers.start()  # no beat: only `verity reconcile` can send this run
     time.sleep(1.5)

@@ -110,7 +110,7 @@ def celery_runtime(tmp_path: Path) -> Iterator[Runtime]:
 def test_drivers__visit_the_same_nodes_with_the_same_events(
     celery_runtime: Runtime, name: str
 ) -> None:
-    from tasks.client import VerityClient
+    from client import VerityClient
 
     path = resolve_scenario(name, None)
     scenario = load_scenario(Path(path))

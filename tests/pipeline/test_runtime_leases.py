@@ -52,7 +52,7 @@ def runtime(store: RunStore) -> Iterator[Runtime]:
 
 def _to_verify(runtime: Runtime) -> tuple[str, NodeOutcome]:
     path = resolve_scenario("checkout-pool-exhaustion", None)
-    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path,
+    run_id = runtime.submit(load_scenario(Path(path)).meta.question, source=path,
                             tenant_id=TENANT)
     outcome = runtime.coordinate(run_id, 0)
     while outcome.next is not None and outcome.next.node != "verify":

@@ -41,7 +41,7 @@ def fake() -> Iterator[FakeAnthropic]:
 def drive(runtime: Runtime, scenario: str, *, tenant_id: str = TENANT) -> str:
     """Run one scenario to its end in this thread, node by node (what the workers do)."""
     path = resolve_scenario(scenario, None)
-    run_id = runtime.submit(load_scenario(Path(path)).meta.question, data_source=path,
+    run_id = runtime.submit(load_scenario(Path(path)).meta.question, source=path,
                             tenant_id=tenant_id)
     outcome = runtime.coordinate(run_id, 0)
     for _ in range(50):

@@ -257,7 +257,7 @@ def test_create_run_then_get_it(store: RunStore) -> None:
     assert len(run_id) == 32 and int(run_id, 16) >= 0
     assert (record.run_id, record.query, record.intent) == (run_id, QUERY, Intent.DIAGNOSIS)
     assert (record.status, record.version, record.session_id) == (RunStatus.PENDING, 0, "s1")
-    assert (record.source, record.source_run_id, record.node) == ("run", None, None)
+    assert (record.origin, record.origin_run_id, record.node) == ("run", None, None)
     assert record.cancel_requested is False and record.evidence_retry_count == 0
     assert record.final_answer is None and record.self_evaluation is None
     assert record.finished_at is None
@@ -648,7 +648,7 @@ def test_save_verified_run_stores_everything(store: RunStore) -> None:
                                     attempts=attempts)
 
     record = store.get_run(saved, tenant_id=TENANT)
-    assert (saved, record.source, record.source_run_id) == ("verify-1", "verify", "source-run")
+    assert (saved, record.origin, record.origin_run_id) == ("verify-1", "verify", "source-run")
     assert (record.status, record.verdict, record.version) == (RunStatus.SUCCESS, Verdict.PASS, 1)
     assert record.self_evaluation == result.self_evaluation
     assert store.list_invocations(saved) == bundle.invocations

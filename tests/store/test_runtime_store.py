@@ -28,10 +28,10 @@ TENANT = "team-a"
 
 def test_commit_node__one_transaction_under_the_version_lock(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS,
-                              data_source="/data/x", state={"a": 1},
+                              source="/data/x", state={"a": 1},
                               events=[("submit", "accepted", {"n": 1})])
     record, state = store.get_state(run_id, tenant_id=TENANT)
-    assert (record.version, state, record.data_source) == (0, {"a": 1}, "/data/x")
+    assert (record.version, state, record.source) == (0, {"a": 1}, "/data/x")
     version = store.commit_node(
         run_id, expected_version=0, node="verify", state={"a": 2}, status=RunStatus.RUNNING,
         events=[("verify", "completed", {"ok": True})], attempts=[_attempt(run_id)],

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
+from client import VerityClient
+from client import local as client_module
 from pipeline.config import VeritySettings
 from pipeline.errors import (
     ConfigurationError,
@@ -28,8 +30,6 @@ from pipeline.run.runtime import Runtime
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.sources import UnknownSourceError
 from pipeline.store import RunStore, make_engine, store_for
-from tasks import client as client_module
-from tasks.client import VerityClient
 
 TENANT = "team-a"
 """The owner of this module's runs."""
@@ -88,7 +88,7 @@ def test_submit__a_scenario_folder_is_stored_as_its_absolute_path(
     monkeypatch.chdir(CHECKOUT.parent)
     run_id = client.submit(QUESTION, data_source=CHECKOUT.name)
     record = store.get_run(run_id, tenant_id=TENANT)
-    assert record.data_source == str(CHECKOUT.resolve())
+    assert record.source == str(CHECKOUT.resolve())
     assert record.deadline_at is not None
 
 
@@ -102,7 +102,7 @@ def test_submit__a_runtime_with_its_own_source_loader_is_asked_instead(
 
     client.runtime.source_loader = loader
     run_id = client.submit("q", data_source="warehouse:orders")
-    assert store.get_run(run_id, tenant_id=TENANT).data_source == "warehouse:orders"
+    assert store.get_run(run_id, tenant_id=TENANT).source == "warehouse:orders"
     with pytest.raises(InputError, match=r"^data_source 'nope' cannot be loaded: KeyError"):
         client.submit("q", data_source="nope")
     assert len(store.list_runs(tenant_id=TENANT)) == 1
@@ -131,7 +131,7 @@ def test_from_env__a_broker_without_a_shared_database_is_a_configuration_error(
 
 
 def _producer(env: dict[str, str], code: str) -> dict[str, Any]:
-    prelude = ("import json\nfrom tasks.client import VerityClient\n"
+    prelude = ("import json\nfrom client import VerityClient\n"
                "client = VerityClient.from_env()\n")
     done = subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
@@ -266,13 +266,13 @@ def test_submit__a_configured_backend_source_is_pinned_at_submit_or_at(
     client: VerityClient, store: RunStore
 ) -> None:
     before = datetime.now(UTC).replace(microsecond=0)
-    stored = store.get_run(client.submit(QUESTION, source="prod"), tenant_id=TENANT).data_source
+    stored = store.get_run(client.submit(QUESTION, source="prod"), tenant_id=TENANT).source
     assert stored is not None and stored.startswith("prod@")
     pinned = datetime.fromisoformat(stored.removeprefix("prod@"))
     assert before <= pinned <= datetime.now(UTC)
     at = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
     run_id = client.submit(QUESTION, source="prod", at=at)
-    assert store.get_run(run_id, tenant_id=TENANT).data_source == "prod@2026-12-01T17:00:00Z"
+    assert store.get_run(run_id, tenant_id=TENANT).source == "prod@2026-12-01T17:00:00Z"
 
 
 @pytest.mark.usefixtures("sources_file")
@@ -280,7 +280,7 @@ def test_submit__scenarios_keep_their_time_unless_at_is_given(
     client: VerityClient, store: RunStore
 ) -> None:
     def stored(**kw: Any) -> str | None:
-        return store.get_run(client.submit(QUESTION, **kw), tenant_id=TENANT).data_source
+        return store.get_run(client.submit(QUESTION, **kw), tenant_id=TENANT).source
 
     at = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
     assert stored(source="demo") == "demo"

@@ -19,6 +19,8 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+
+from client.wait import wait_for_end
 from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
 from models.run import RunEvent, RunRecord
@@ -93,8 +95,6 @@ class HttpVerityClient:
 
     def wait(self, run_id: str, *, timeout: float = 120.0, poll: float = 0.2) -> RunRecord:
         """Block until the run is terminal; RunTimeoutError after `timeout` seconds."""
-        from tasks.client import wait_for_end
-
         return wait_for_end(self.get, run_id, timeout=timeout, poll=poll)
 
     def cancel(self, run_id: str) -> bool:

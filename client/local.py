@@ -29,77 +29,41 @@ broker configured without the workers' shared database (ConfigurationError).
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from client.http import HttpVerityClient
+from client.wait import RunTimeoutError, wait_for_end
 from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
 from models.common import RunStatus
 from models.run import RunEvent, RunRecord
 from models.state import RuntimeState
-from pipeline.config import VeritySettings
+from pipeline.config import VeritySettings, check_settings
 from pipeline.errors import (
     BatchNotFoundError,
+    BrokerUnavailableError,
     ConfigurationError,
     InputError,
     StoreError,
     VerityError,
 )
-from pipeline.factory import load_source, resolve_scenario
 from pipeline.ids import check_batch_id, check_tenant_id
 from pipeline.reverify import build_report
-from pipeline.rules.routing import Node
 from pipeline.run.runtime import Runtime
-from pipeline.sources.registry import sources
-
-from tasks.app import PUBLISH_ERRORS, app, broker_unavailable, ping_broker
-from tasks.batch import start as start_batch
-from tasks.nodes import coordinate, pending_task_ids
+from pipeline.sources.resolve import resolve_source
+from tasks.producer import ping_broker, revoke_pending, send_batch, send_run
 from tasks.services import get_runtime
 
-if TYPE_CHECKING:
-    from tasks.http_client import HttpVerityClient
-
 logger = logging.getLogger(__name__)
-
-SUBMIT_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2,
-                       "interval_max": 0.5}
-"""A submit's publish gives up within about a second when the broker is down."""
-
-
-def check_settings(settings: VeritySettings) -> None:
-    """A producer with a broker must write where the workers read: ConfigurationError if
-    VERITY_BROKER_URL is set without VERITY_DATABASE_URL (the embedded SQLite file would be
-    this process's own)."""
-    if settings.broker_url and not settings.database_url:
-        raise ConfigurationError(
-            "VERITY_BROKER_URL is set: also set VERITY_DATABASE_URL to the workers' database")
-
 
 PROVIDERS = ("offline", "anthropic")
 DEFAULT_CHUNK_SIZE = 50
 MAX_CHUNK_SIZE = 1000
 
-
-class RunTimeoutError(VerityError):
-    """`wait` ran out of time; the run goes on."""
-
-
-def wait_for_end(get: Callable[[str], RunRecord], run_id: str, *, timeout: float,
-                 poll: float) -> RunRecord:
-    """Read the run with `get` every `poll` s until it is terminal; RunTimeoutError after
-    `timeout` seconds (the local and the HTTP client both wait so)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        record = get(run_id)
-        if record.status.terminal:
-            return record
-        if time.monotonic() > deadline:
-            raise RunTimeoutError(f"run {run_id} still {record.status.value} after {timeout}s")
-        time.sleep(poll)
+__all__ = ["DEFAULT_CHUNK_SIZE", "MAX_CHUNK_SIZE", "PROVIDERS", "RunTimeoutError",
+           "VerityClient", "check_settings"]
 
 
 class VerityClient:
@@ -127,9 +91,7 @@ class VerityClient:
     @staticmethod
     def from_url(url: str, token: str, *, timeout: float = 30.0) -> HttpVerityClient:
         """The same producer API over `verity serve` at `url`, as the token's tenant: the
-        same methods, return types and errors (`tasks.http_client`)."""
-        from tasks.http_client import HttpVerityClient
-
+        same methods, return types and errors (`client.http`)."""
         return HttpVerityClient(url, token, timeout=timeout)
 
     def submit(
@@ -151,54 +113,27 @@ class VerityClient:
         ConfigurationError for a broken sources file; BrokerUnavailableError (the run deleted
         again) if the broker cannot be reached.
         """
-        reference = self.check_data_source(data_source, source=source, at=at)
+        stored = self.check_source(source, data_source=data_source, at=at)
         if deadline_s is not None and not deadline_s > 0:
             raise InputError(f"deadline_s must be a positive number of seconds, not {deadline_s}")
         run_id = self.runtime.submit(query, tenant_id=self.tenant, session_id=session_id,
-                                     data_source=reference, deadline_s=deadline_s)
+                                     source=stored, deadline_s=deadline_s)
         try:
-            # A new run starts at plan: naming the node spares the coordinator a read.
-            coordinate.apply_async((run_id, 0, Node.PLAN.value),
-                                   task_id=f"{run_id}-coordinate-0",
-                                   retry_policy=SUBMIT_RETRY_POLICY)
-        except PUBLISH_ERRORS as exc:
+            send_run(run_id)
+        except BrokerUnavailableError:
             if self._started_anyway(run_id):
                 return run_id  # the message did go out before the error
-            raise broker_unavailable(exc) from exc
+            raise
         return run_id
 
-    def check_data_source(self, data_source: str | None, *, source: str | None = None,
-                          at: datetime | None = None) -> str | None:
+    def check_source(self, source: str | None, *, data_source: str | None = None,
+                     at: datetime | None = None) -> str | None:
         """The source reference to store, checked before anything is written (InputError,
         one line): a scenario folder as an absolute path, `scenario:NAME`, or a configured
         name (backends pinned at `at`, default now: `prod@2026-12-01T17:00:00Z`). A runtime
         with a source loader of its own (VERITY_RUNTIME_FACTORY) is asked to load it instead."""
-        if source is not None and data_source is not None:
-            raise InputError("give submit a source or a data_source, not both")
-        if self.runtime.source_loader is not load_source:
-            return self._custom_source(source if source is not None else data_source)
-        registry = sources()
-        if source is not None and source.strip():
-            return registry.reference(source, at=at)
-        if data_source is not None and data_source.strip():
-            folder = resolve_scenario(None, str(data_source))
-            return folder if at is None else registry.reference(folder, at=at)
-        default = registry.default_reference(at=at)
-        if default is None:
-            raise InputError("submit needs a data_source (a scenario folder) or a source (a "
-                             "configured name or scenario:NAME)")
-        return default
-
-    def _custom_source(self, data_source: str | None) -> str | None:
-        try:
-            self.runtime.source_loader(data_source)
-        except InputError:
-            raise
-        except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            raise InputError(f"data_source {data_source!r} cannot be loaded: {message}"
-                             ) from None
-        return data_source
+        loader = self.runtime.source_loader
+        return resolve_source(source, data_source=data_source, at=at, loader=loader)
 
     def _started_anyway(self, run_id: str) -> bool:
         """Delete a run whose first message could not be sent; True if it is not there to
@@ -261,10 +196,10 @@ class VerityClient:
                                    selection=selection or Selection(), provider=provider,
                                    message_batches=message_batches, chunk_size=chunk_size)
         try:
-            start_batch.apply_async((batch_id,), retry_policy=SUBMIT_RETRY_POLICY)
-        except PUBLISH_ERRORS as exc:
+            send_batch(batch_id)
+        except BrokerUnavailableError:
             store.delete_batch(batch_id)
-            raise broker_unavailable(exc) from exc
+            raise
         return batch
 
     def resume(self, batch_id: str) -> BatchRecord:
@@ -272,10 +207,7 @@ class VerityClient:
         already judged are never judged twice."""
         batch = self.runtime.store.reopen_batch(batch_id, tenant_id=self.tenant)
         if batch.pending:
-            try:
-                start_batch.apply_async((batch_id,), retry_policy=SUBMIT_RETRY_POLICY)
-            except PUBLISH_ERRORS as exc:
-                raise broker_unavailable(exc) from exc
+            send_batch(batch_id)
         return batch
 
     def batch(self, batch_id: str) -> BatchRecord:
@@ -299,10 +231,7 @@ class VerityClient:
         record, raw = self.runtime.store.get_state(run_id, tenant_id=self.tenant)
         cancelled = self.runtime.cancel(run_id, tenant_id=self.tenant)
         if raw is not None:
-            step = RuntimeState.model_validate(raw).next
-            ids = pending_task_ids(run_id, record.version, step)
-            if ids:
-                app.control.revoke(ids)
+            revoke_pending(run_id, record.version, RuntimeState.model_validate(raw).next)
         return cancelled
 
 
