@@ -134,11 +134,11 @@ def _start(env: dict[str, str], log_file: Path, *args: str, ready: bytes) -> Any
 
 
 def _token(db_url: str) -> str:
-    from pipeline.store import RunStore
+    from pipeline.store import open_store
     from pipeline.tokens import hash_secret, new_secret, new_token_id
 
     secret = new_secret()
-    with RunStore.open(db_url) as store:
+    with open_store(db_url) as store:
         store.create_token(token_id=new_token_id(), tenant_id="bench", name="bench",
                            secret_sha256=hash_secret(secret))
     return secret

@@ -35,7 +35,7 @@ from pipeline.prompts import Prompt
 from pipeline.run.graph import GRAPH, Graph
 from pipeline.run.nodes.common import NodeContext, NodeInput, Step
 from pipeline.run.runtime import Runtime
-from pipeline.store import RunStore
+from pipeline.store import open_store
 from pipeline.tools.registry import Tool, ToolRegistry
 from pipeline.tools.source import ArgsModel, ToolOutput
 
@@ -171,6 +171,6 @@ def build_runtime(settings: VeritySettings) -> Runtime:
         classify_intent=lambda _query: Intent.DIAGNOSIS,
         validate_knowledge=lambda _answer, _lookup: [],
     )
-    return Runtime(store=RunStore.open(resolve_database_url(settings)), registry=registry,
+    return Runtime(store=open_store(resolve_database_url(settings)), registry=registry,
                    agents=agents, settings=settings, source_loader=lambda _source: None,
                    graph=INSTANT_GRAPH)

@@ -32,7 +32,7 @@ from models.common import RunStatus
 from models.run import RunRecord
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import ConfigurationError, InputError
-from pipeline.store import RunStore
+from pipeline.store import open_store
 
 _err = Console(stderr=True)
 _VERDICTS = ("PASS", "LOW_CONFID", "REJECT", "null")
@@ -98,7 +98,7 @@ def runs(
     selection = selection_of(since=since, until=until, session=session, verdicts=verdict,
                              statuses=status, prompt_versions=prompt_version, models=model,
                              limit=limit)
-    with RunStore.open(resolve_database_url(VeritySettings())) as store:
+    with open_store(resolve_database_url(VeritySettings())) as store:
         found = store.iter_runs(tenant_id=owner, selection=selection, summary=True)
         if as_json:
             payload = {"tenant_id": owner, "runs": [_summary(record) for record in found]}

@@ -32,7 +32,7 @@ from pipeline.agents.template_composer import TemplateComposer
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import BundleError, InputError, StoreError, VerityError
 from pipeline.model import Model
-from pipeline.store import RunStore
+from pipeline.store import RunStore, open_store
 from pipeline.verification import load_bundle, verify_bundle
 
 app = typer.Typer(
@@ -70,7 +70,7 @@ def _read_input(path: str, *, max_bytes: int) -> str:
 
 
 def _open_store() -> RunStore:
-    return RunStore.open(resolve_database_url(VeritySettings()))
+    return open_store(resolve_database_url(VeritySettings()))
 
 
 class VerifyProvider(StrEnum):

@@ -41,7 +41,7 @@ from pipeline.run.graph import WORKER_QUEUES
 from pipeline.run.lease import check_lease_settings
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
 from pipeline.sources.registry import parse_time, sources
-from pipeline.store import RunStore
+from pipeline.store import open_store
 
 _err = Console(stderr=True)
 
@@ -311,7 +311,7 @@ def reconcile(
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with RunStore.open(resolve_database_url(settings),
+    with open_store(resolve_database_url(settings),
                        run_deadline_s=settings.run_deadline_s) as store:
         while True:
             try:

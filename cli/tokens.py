@@ -20,7 +20,7 @@ from rich.table import Table
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import InputError
 from pipeline.ids import check_tenant_id
-from pipeline.store import RunStore
+from pipeline.store import RunStore, open_store
 from pipeline.tokens import hash_secret, new_secret, new_token_id
 
 app = typer.Typer(name="tokens", help="HTTP API tokens: create, list, revoke.",
@@ -28,7 +28,7 @@ app = typer.Typer(name="tokens", help="HTTP API tokens: create, list, revoke.",
 
 
 def _open_store() -> RunStore:
-    return RunStore.open(resolve_database_url(VeritySettings()))
+    return open_store(resolve_database_url(VeritySettings()))
 
 
 @app.command()

@@ -1,7 +1,7 @@
 """Alembic environment for Verity.
 
 Two ways in:
-- `RunStore.open()` passes an open connection in `config.attributes["connection"]`, already
+- `open_store()` passes an open connection in `config.attributes["connection"]`, already
   inside the transaction (and, on PostgreSQL, the advisory lock) it wants the upgrade to use;
 - a developer runs `alembic upgrade head`: the URL is `sqlalchemy.url` from the config when
   set, else `VERITY_DATABASE_URL`, else Verity's default SQLite file.

@@ -28,7 +28,7 @@ from pipeline.run.faults import with_faults
 from pipeline.run.graph import GRAPH
 from pipeline.run.runtime import Agents, Runtime
 from pipeline.sources.registry import load_source, resolve_scenario
-from pipeline.store import RunStore
+from pipeline.store import RunStore, open_store
 from pipeline.tools.builtin import default_registry
 
 
@@ -124,7 +124,7 @@ def build_runtime(
     agents = agents_for(settings)  # before the store: a missing key fails first, in one line
     graph, registry = with_faults(GRAPH, default_registry(), settings)
     return Runtime(
-        store=store or RunStore.open(resolve_database_url(settings),
+        store=store or open_store(resolve_database_url(settings),
                                      run_deadline_s=settings.run_deadline_s),
         registry=registry,
         agents=agents,

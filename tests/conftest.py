@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
-from pipeline.store import PostgresStore, RunStore, SqliteStore
+from pipeline.store import PostgresStore, RunStore, SqliteStore, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,7 +136,7 @@ def database_url(request: pytest.FixtureRequest) -> str:
 
 def _opener(backend: type[RunStore]) -> Callable[[str], RunStore]:
     def open_backend(url: str) -> RunStore:
-        opened = RunStore.open(url)
+        opened = open_store(url)
         assert isinstance(opened, backend), f"{url} opened a {type(opened).__name__}"
         return opened
     return open_backend

@@ -1,5 +1,5 @@
 """The run store: every read and write of run state, behind one protocol (`RunStore`), one class
-per backend (`SqliteStore`, `PostgresStore`); `RunStore.open(url)` picks the backend.
+per backend (`SqliteStore`, `PostgresStore`); `open_store(url)` picks the backend.
 
 The only package of `pipeline/` that imports sqlalchemy. Its modules:
 

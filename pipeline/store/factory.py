@@ -12,7 +12,7 @@ from pipeline.store.sweep import DEFAULT_RUN_DEADLINE_S
 
 
 def open_store(url: str, *, run_deadline_s: float = DEFAULT_RUN_DEADLINE_S) -> SqlStore:
-    """Connect to `url` and migrate the schema to head (`RunStore.open`); a database that
+    """Connect to `url` and migrate the schema to head (`open_store`); a database that
     cannot be reached is StoreUnavailableError."""
     engine = make_engine(url)
     try:

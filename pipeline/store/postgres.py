@@ -31,7 +31,7 @@ class PostgresStore(SqlStore):
 
     def __init__(self, engine: Engine, *,
                  run_deadline_s: float = DEFAULT_RUN_DEADLINE_S) -> None:
-        """Wrap a PostgreSQL engine whose schema is already at head; prefer `RunStore.open`."""
+        """Wrap a PostgreSQL engine whose schema is already at head; prefer `open_store`."""
         db = Database(engine)
         self._hot = pg.HotPath(db.fast)
         super().__init__(db, leases=Leases(PgLeaseSql(self._hot)),

@@ -1,7 +1,7 @@
 """`RunStore`: the run store's interface, every read and write of run state the rest of Verity
 makes (the runtime, tasks, the API, the CLI, re-verification, the benchmarks).
 
-Each backend is one class behind it (`SqliteStore`, `PostgresStore`), and `RunStore.open(url)`
+Each backend is one class behind it (`SqliteStore`, `PostgresStore`), and `open_store(url)`
 returns the one the URL names. A backend declares what it can do beyond the interface in
 `capabilities`; the conformance suite (tests/store) runs every test on every backend and skips
 a test only where a capability it needs is not declared.
@@ -23,7 +23,6 @@ from models.state import NextStep
 from models.token import ApiToken
 from pipeline.store.batches import PAGE
 from pipeline.store.leases import LeaseOutcome
-from pipeline.store.sweep import DEFAULT_RUN_DEADLINE_S
 
 Capability = Literal["server"]
 """What a backend can do beyond the interface: `server`, its database is a server reached over
@@ -67,15 +66,6 @@ class RunStore(AttemptJournal, Protocol):
 
     capabilities: frozenset[Capability]
     """What this backend can do beyond the interface (see `Capability`)."""
-
-    @staticmethod
-    def open(url: str, *, run_deadline_s: float = DEFAULT_RUN_DEADLINE_S) -> RunStore:
-        """Connect to `url`, migrate its schema to head and return the store of its backend;
-        a database that cannot be reached is StoreUnavailableError. `run_deadline_s`: the
-        deadline of a run created without one of its own."""
-        from pipeline.store.factory import open_store  # the backends import this module
-
-        return open_store(url, run_deadline_s=run_deadline_s)
 
     # -- runs and a node's reads and commits -----------------------------------------------------
 

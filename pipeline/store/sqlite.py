@@ -29,7 +29,7 @@ class SqliteStore(SqlStore):
 
     def __init__(self, engine: Engine, *,
                  run_deadline_s: float = DEFAULT_RUN_DEADLINE_S) -> None:
-        """Wrap a SQLite engine whose schema is already at head; prefer `RunStore.open`."""
+        """Wrap a SQLite engine whose schema is already at head; prefer `open_store`."""
         db = Database(engine)
         super().__init__(db, leases=Leases(CoreLeaseSql(db)), tokens=Tokens(db),
                          run_deadline_s=run_deadline_s)

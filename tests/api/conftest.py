@@ -27,7 +27,7 @@ import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from pipeline.store import RunStore
+from pipeline.store import open_store
 from pipeline.tokens import hash_secret, new_secret, new_token_id
 from tests.chaos.harness import spawn_fake
 from tests.conftest import fresh_schema, start_cli, stop_processes
@@ -74,7 +74,7 @@ class World:
     def token(self, tenant: str | None = None) -> str:
         """A fresh token's secret, of `tenant` (a new tenant by default)."""
         secret = new_secret()
-        with RunStore.open(self.database_url) as store:
+        with open_store(self.database_url) as store:
             store.create_token(token_id=new_token_id(),
                                tenant_id=tenant or f"t-{uuid.uuid4().hex[:8]}",
                                name="test", secret_sha256=hash_secret(secret))
@@ -111,7 +111,7 @@ class World:
 def database_url_module(postgres_server_url: str) -> Iterator[str]:
     """A PostgreSQL schema of the module's own, dropped afterwards."""
     with fresh_schema(postgres_server_url, "verity_api") as url:
-        RunStore.open(url).close()  # migrated before the processes start
+        open_store(url).close()  # migrated before the processes start
         yield url
 
 

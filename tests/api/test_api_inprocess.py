@@ -29,7 +29,7 @@ from pipeline.errors import (
     StoreUnavailableError,
     VerityError,
 )
-from pipeline.store import RunStore
+from pipeline.store import RunStore, open_store
 from pipeline.tokens import hash_secret, new_secret
 from tests.api.conftest import free_port
 from tests.api.sse import frames
@@ -92,7 +92,7 @@ class Served:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Served, str, dict[str, ScriptedClient]]]:
-    store = RunStore.open(f"sqlite:///{tmp_path / 'api.db'}")
+    store = open_store(f"sqlite:///{tmp_path / 'api.db'}")
     secret = new_secret()
     store.create_token(token_id="t1", tenant_id="team-a", name="test",
                        secret_sha256=hash_secret(secret))

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipeline.store import RunStore
+from pipeline.store import open_store
 from tests.api.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -64,7 +64,7 @@ def test_serve_embedded_runs_a_posted_run_and_serves_the_page(tmp_path: Path) ->
     finally:
         server.terminate()
         server.wait(15)
-    with RunStore.open(f"sqlite:///{tmp_path / 'home' / 'verity.db'}") as store:
+    with open_store(f"sqlite:///{tmp_path / 'home' / 'verity.db'}") as store:
         (token,) = store.list_tokens()
     assert token.name == "serve-embedded" and token.revoked_at is not None
 

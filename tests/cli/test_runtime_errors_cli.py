@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import RunStore
+from pipeline.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def test_run__a_broker_that_is_down_is_one_line_and_leaves_no_run(
     done = _verity("run", "Why is checkout-service returning 500s?", "--scenario",
                    "checkout-pool-exhaustion", env=env)
     _one_line(done, 1, "verity: error: broker unavailable: ", "refused")
-    with RunStore.open(database) as store:
+    with open_store(database) as store:
         assert store.list_runs(tenant_id="default") == []
 
 
@@ -96,7 +96,7 @@ def test_reconcile__once_with_a_broker_that_is_down_still_fails_overdue_runs(
     from models.common import Intent
 
     database = f"sqlite:///{tmp_path / 'shared.db'}"
-    with RunStore.open(database) as store:
+    with open_store(database) as store:
         overdue = store.create_run(tenant_id="default", query="q", intent=Intent.DIAGNOSIS,
                                    deadline_s=0.001, state={"next": {"node": "plan"}})
         stalled = store.create_run(tenant_id="default", query="q", intent=Intent.DIAGNOSIS,
@@ -108,7 +108,7 @@ def test_reconcile__once_with_a_broker_that_is_down_still_fails_overdue_runs(
 
     assert json.loads(done.stdout) == {"resent": 0, "failed_deadline": 1, "cancelled": 0,
                                        "invalid": 0, "resend_errors": 1}
-    with RunStore.open(database) as store:
+    with open_store(database) as store:
         assert store.get_run(overdue, tenant_id="default").status.value == "FAILED"
         # re-sent once Redis is back
         assert store.get_run(stalled, tenant_id="default").status.value == "PENDING"

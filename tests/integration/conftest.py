@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline.store import RunStore
+from pipeline.store import RunStore, open_store
 from tests.conftest import start_cli, stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +109,7 @@ def produce(env: dict[str, str], code: str) -> str:
 @pytest.fixture
 def run_store(runtime_env: dict[str, str]) -> Iterator[RunStore]:
     """The test's store, read directly."""
-    with RunStore.open(runtime_env["VERITY_DATABASE_URL"]) as store:
+    with open_store(runtime_env["VERITY_DATABASE_URL"]) as store:
         yield store
 
 

@@ -25,7 +25,7 @@ from models.common import Intent, Verdict
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
-from pipeline.store import RunStore
+from pipeline.store import RunStore, open_store
 from tests.integration.conftest import ROOT, TENANT, Workers, wait_for
 from tests.providers.test_fake_runs import drive
 from tests.store_rows import batch_attempts
@@ -71,7 +71,7 @@ def batch_workers(env: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
 
 @pytest.fixture
 def store(stored_url: str) -> Iterator[RunStore]:
-    with RunStore.open(stored_url) as opened:
+    with open_store(stored_url) as opened:
         yield opened
 
 

@@ -24,7 +24,7 @@ from pipeline.providers.messages import MessagesRequest
 from pipeline.run.attempts import AttemptLog, RetryPolicy, call_with_retry
 from pipeline.run.cancellation import CancelToken, bind
 from pipeline.run.lease import LeaseKeeper
-from pipeline.store import RunStore
+from pipeline.store import RunStore, open_store
 from tests.providers.helpers import MODEL
 from tests.spec.helpers import verifier_reply
 
@@ -206,7 +206,7 @@ def test_cancel__a_run_cancelled_in_the_store_interrupts_its_held_call(
 ) -> None:
     """The whole chain: the lease keeper's renewal sees the cancel (default period, 0.5 s),
     sets the token, the provider aborts the request."""
-    with RunStore.open(sqlite_url) as store:
+    with open_store(sqlite_url) as store:
         run_id = store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS)
         keeper = LeaseKeeper(store, ttl_s=30.0, renew_s=0.5)
         fake.fault("verifier", "hang", seconds=30)

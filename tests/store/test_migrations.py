@@ -18,7 +18,13 @@ from sqlalchemy import Engine, UniqueConstraint, inspect, text
 from models.common import Intent
 from models.tables import Base
 from pipeline.errors import RunNotFoundError
-from pipeline.store import MIGRATIONS_DIR, RunStore, make_engine, store_for, upgrade_schema
+from pipeline.store import (
+    MIGRATIONS_DIR,
+    make_engine,
+    open_store,
+    store_for,
+    upgrade_schema,
+)
 
 TENANT = "team-a"
 """The owner of this module's runs."""
@@ -85,9 +91,9 @@ def test_constraint_names_follow_the_naming_convention(engine: Engine) -> None:
 
 
 def test_upgrading_twice_is_a_no_op(database_url: str, engine: Engine) -> None:
-    with RunStore.open(database_url) as store:
+    with open_store(database_url) as store:
         run_id = store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS)
-    with RunStore.open(database_url) as store:
+    with open_store(database_url) as store:
         assert store.get_run(run_id, tenant_id=TENANT).query == "q"
     upgrade_schema(engine)
     assert _revision(engine) == _head()
@@ -110,7 +116,7 @@ def test_concurrent_opens_migrate_once(database_url: str) -> None:
     def open_store() -> None:
         try:
             barrier.wait()
-            RunStore.open(database_url).close()
+            open_store(database_url).close()
         except BaseException as exc:  # reported below, in the test thread
             errors.append(exc)
 
@@ -120,7 +126,7 @@ def test_concurrent_opens_migrate_once(database_url: str) -> None:
     for thread in threads:
         thread.join()
     assert errors == []
-    with RunStore.open(database_url) as store:
+    with open_store(database_url) as store:
         assert store.list_runs(tenant_id=TENANT) == []
 
 

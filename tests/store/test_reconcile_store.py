@@ -17,7 +17,7 @@ from models.common import Intent, RunStatus
 from models.state import NextStep
 from models.tables import DiagnosisRunRow
 from pipeline.errors import StoreUnavailableError
-from pipeline.store import RunStore, make_engine, store_for
+from pipeline.store import RunStore, make_engine, open_store, store_for
 from pipeline.store import pg as pg_module
 from pipeline.store.engine import autocommit_engine
 
@@ -88,7 +88,7 @@ def test_create_run__the_deadline_is_the_store_default_or_the_runs_own(store: Ru
 def test_create_run__a_store_opened_with_a_deadline_gives_it_to_every_run(
     database_url: str,
 ) -> None:
-    with RunStore.open(database_url, run_deadline_s=30) as opened:
+    with open_store(database_url, run_deadline_s=30) as opened:
         record = opened.get_run(_run(opened), tenant_id=TENANT)
     assert record.deadline_at is not None and record.created_at is not None
     assert record.deadline_at - record.created_at == timedelta(seconds=30)
@@ -294,7 +294,7 @@ def test_a_refused_connection_at_checkout_is_store_unavailable(postgres_server_u
     finally:
         engine.dispose()
     with pytest.raises(StoreUnavailableError, match="^database unavailable: .*refused"):
-        RunStore.open(url)
+        open_store(url)
 
 
 @pytest.mark.requires("server")

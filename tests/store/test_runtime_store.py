@@ -18,7 +18,7 @@ from pipeline.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from pipeline.store import RunStore
+from pipeline.store import RunStore, open_store
 from tests.store.test_conformance import _attempt, _invocation, _result
 from tests.store_rows import executor_output
 
@@ -138,7 +138,7 @@ def test_a_lost_database_connection_is_store_unavailable_then_recovers(
 ) -> None:
     name = f"verity-lost-{uuid.uuid4().hex[:12]}"  # kill this store's connections, no others
     url = make_url(postgres_url).update_query_dict({"application_name": name})
-    with RunStore.open(url.render_as_string(hide_password=False)) as store:
+    with open_store(url.render_as_string(hide_password=False)) as store:
         run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS, state={})
         store.get_node_input(run_id)  # a pooled connection now exists
         admin = create_engine(postgres_server_url, poolclass=NullPool)

@@ -29,7 +29,7 @@ from pipeline.factory import build_runtime
 from pipeline.run.runtime import Runtime
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.sources import UnknownSourceError
-from pipeline.store import RunStore, make_engine, store_for
+from pipeline.store import RunStore, make_engine, open_store, store_for
 
 TENANT = "team-a"
 """The owner of this module's runs."""
@@ -159,7 +159,7 @@ def test_submit__a_broker_that_is_down_leaves_no_row(database_url: str) -> None:
     assert out["raised"].startswith("broker unavailable: ") and "refused" in out["raised"]
     assert out["seconds"] < 10  # a bounded publish retry, not minutes
     assert out["runs"] == 0
-    with RunStore.open(database_url) as store:
+    with open_store(database_url) as store:
         assert store.list_runs(tenant_id=TENANT) == []
 
 
