@@ -156,7 +156,8 @@ class Runtime:
         except RunCancelledError:
             return self._interrupted(inp.head, NodeOutcome("cancelled", inp.head.version))
         except Exception as exc:  # a node that cannot go on fails the run, visibly
-            _LOG.exception("run %s: node %s failed", inp.head.run_id, node)
+            # INFO: a worker's log shows it; a CLI without logging set up prints nothing
+            _LOG.info("run %s: node %s failed", inp.head.run_id, node, exc_info=True)
             return self._fail(inp.head, inp.state, node=node, error=exc)
         if token is not None and token.cancelled:
             # the run was cancelled or ended, or this copy lost its lease, while its model

@@ -113,14 +113,14 @@ def test_concurrent_opens_migrate_once(database_url: str) -> None:
     barrier = threading.Barrier(4)
     errors: list[BaseException] = []
 
-    def open_store() -> None:
+    def open_once() -> None:
         try:
             barrier.wait()
             open_store(database_url).close()
         except BaseException as exc:  # reported below, in the test thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    threads = [threading.Thread(target=open_once) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
