@@ -22,12 +22,11 @@ from models.verifier import ClaimCheck, EvidenceGap, Verification
 from pipeline.rules import lexicon
 from pipeline.rules.actions import Action, screen_actions
 from pipeline.rules.facts import FactSet
-from pipeline.rules.guards import unsupported_facts
+from pipeline.rules.guards import STATED, unsupported_facts
 from pipeline.rules.statements import check_reply, gap_problem, grounding_problem, self_statements
 from pipeline.rules.text import normalize
 from pipeline.rules.untrusted import instruction_like
 
-_ALLOWED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE})
 _CONCLUSIONS = frozenset(
     {ClaimKind.ROOT_CAUSE, ClaimKind.CONTRIBUTING_FACTOR, ClaimKind.CORRELATION}
 )
@@ -81,7 +80,7 @@ def build_composition(
                 claim_id=claim.claim_id, text=claim.text, kind=claim.kind,
                 critical=claim.critical, verification=kind,
             ))
-        elif (verdict is not Verdict.REJECT and kind in (*_ALLOWED, Verification.OVERSTATED)
+        elif (verdict is not Verdict.REJECT and kind in (*STATED, Verification.OVERSTATED)
               and claim.claim_id not in unsaid
               and not (kind is Verification.OVERSTATED
                        and claim.kind is ClaimKind.NEGATIVE_OBSERVATION)):
@@ -237,7 +236,7 @@ def _grounded_actions(kept: list[Action], allowed: Sequence[AllowedClaim],
 
 
 def _is_allowed(claim: VerifiedClaim, kind: Verification, verdict: Verdict) -> bool:
-    if kind not in _ALLOWED or claim.status is ClaimStatus.HYPOTHESIS:
+    if kind not in STATED or claim.status is ClaimStatus.HYPOTHESIS:
         return False
     if verdict is Verdict.REJECT:
         return kind is Verification.DIRECT_OBSERVATION and claim.kind not in _CONCLUSIONS

@@ -167,7 +167,7 @@ def _hold_to_evidence(
         listed = ", ".join(f"{f.text} ({f.sort})" for f in fabricated)
         notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted "
                      f"(fabricated: absent from its verified evidence: {listed})")
-    elif unsaid is not None and verification in _ALLOWED:
+    elif unsaid is not None and verification in STATED:
         # an observation is what its tool output says: fabricated otherwise. An inference
         # worded beyond every output it binds to ("a memory leak in the product cache" from an
         # OOMKilled event) may be right, but nothing Verity holds says so: not confirmed, and
@@ -246,8 +246,8 @@ _JUDGED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_IN
                      Verification.OVERSTATED})
 """Verifications that let a claim reach the Composer: each is held to its evidence."""
 
-_ALLOWED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE})
-"""Verifications that let a claim be stated as it is."""
+STATED = frozenset({Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE})
+"""Verifications that let a claim be stated as it is (an allowed claim of the Composer input)."""
 
 _WITHHELD = frozenset({Verification.UNSUPPORTED, Verification.CONTRADICTED,
                        Verification.EXTERNAL_UNKNOWN})
