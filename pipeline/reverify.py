@@ -9,6 +9,7 @@ fallback): no tool, Planner or Executor runs again, and the stored run is never 
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +37,8 @@ from pipeline.verification import verify_bundle
 NULL = NULL_VERDICT
 
 _RANK = {Verdict.PASS.value: 3, Verdict.LOW_CONFID.value: 2, Verdict.REJECT.value: 1, NULL: 0}
+
+_LOG = logging.getLogger(__name__)
 
 
 def verdict_label(verdict: str | None) -> str:
@@ -315,4 +318,5 @@ def _judge_one(
     except StoreError:
         raise
     except Exception as exc:  # one run that cannot be re-judged never crashes the batch
+        _LOG.warning("re-judging run %s failed", run_id, exc_info=True)
         return failed_item(seq, run_id, f"{type(exc).__name__}: {exc}", record), []

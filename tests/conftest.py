@@ -121,6 +121,48 @@ def redis_url() -> str:
     return url
 
 
+@contextmanager
+def own_redis_db(redis_url: str, *, wait_s: float = 120.0) -> Iterator[str]:
+    """A Redis database (1-12) no other test holds, empty on entry and on exit.
+
+    Two suites may run on one machine at once (a developer's and a fresh clone's CI): each
+    claims its database with a key in database 0 (`SET NX` with an expiry, so a killed suite
+    frees it) rather than drawing one at random and flushing the other's queues."""
+    import random
+
+    import redis
+
+    base = redis_url.rsplit("/", 1)[0]
+    registry = redis.Redis.from_url(f"{base}/0")
+    token = uuid.uuid4().hex
+    numbers = list(range(1, 13))  # 13-15 are left to the benchmarks
+    deadline = time.monotonic() + wait_s
+    claimed = None
+    try:
+        while claimed is None:
+            random.shuffle(numbers)
+            claimed = next((n for n in numbers
+                            if registry.set(f"verity:test-redis-db:{n}", token, nx=True, ex=3600)),
+                           None)
+            if claimed is None:
+                if time.monotonic() > deadline:
+                    pytest.fail("no free Redis database (1-12) for the test", pytrace=False)
+                time.sleep(0.5)
+        url = f"{base}/{claimed}"
+        client = redis.Redis.from_url(url)
+        client.flushdb()
+        try:
+            yield url
+        finally:
+            client.flushdb()
+            client.close()
+    finally:
+        key = f"verity:test-redis-db:{claimed}"
+        if claimed is not None and registry.get(key) == token.encode():
+            registry.delete(key)
+        registry.close()
+
+
 @pytest.fixture(
     params=[
         pytest.param("sqlite", id="sqlite"),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -396,14 +397,27 @@ def _facts_problem(text: str, cited: Sequence[_Item]) -> str | None:
 
 
 _WORD = re.compile(r"[^\W\d_](?:[\w'’]*\w)?(?:[-_.][\w]+)*", re.UNICODE)
-_STEMMER = snowballstemmer.stemmer("english")
+# A snowball stemmer keeps the word it is stemming on itself: two threads sharing one corrupt
+# each other (IndexError, or a wrong stem that the cache below would keep). Workers judge on
+# threads, so each thread has its own.
+_STEMMERS = threading.local()
+
+
+def _stem(word: str) -> str:
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    stem: str = stemmer.stemWord(word)
+    return stem
+
+
 _SYNONYM_STEMS: dict[str, str] = {}
 
 
 def _fill_synonyms() -> None:
     for name, words in lexicon.SYNONYMS.items():
         for word in words:
-            _SYNONYM_STEMS[_STEMMER.stemWord(lexicon.IRREGULAR.get(word, word))] = name
+            _SYNONYM_STEMS[_stem(lexicon.IRREGULAR.get(word, word))] = name
 
 
 _fill_synonyms()
@@ -415,7 +429,7 @@ def _norm(word: str) -> str:
     if word.endswith("'s"):
         word = word[:-2]
     word = lexicon.IRREGULAR.get(word, word)
-    stem: str = _STEMMER.stemWord(word)
+    stem = _stem(word)
     return _SYNONYM_STEMS.get(stem, stem)
 
 

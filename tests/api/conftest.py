@@ -10,7 +10,6 @@ services skip, and fail under CI=true (`tests/conftest.py`).
 from __future__ import annotations
 
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -23,14 +22,13 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from pipeline.store import open_store
 from pipeline.tokens import hash_secret, new_secret, new_token_id
 from tests.chaos.harness import spawn_fake
-from tests.conftest import fresh_schema, start_cli, stop_processes
+from tests.conftest import fresh_schema, own_redis_db, start_cli, stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS_PER_MINUTE = 3
@@ -119,9 +117,12 @@ def database_url_module(postgres_server_url: str) -> Iterator[str]:
 def world(database_url_module: str, redis_url: str,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """Server, workers and fake of the module."""
-    redis_db = f"{redis_url.rsplit('/', 1)[0]}/{random.randint(1, 12)}"
-    broker = redis.Redis.from_url(redis_db)
-    broker.flushdb()
+    with own_redis_db(redis_url) as redis_db:
+        yield from _world(database_url_module, redis_db, tmp_path_factory)
+
+
+def _world(database_url_module: str, redis_db: str,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     fake = spawn_fake()
     log_dir = tmp_path_factory.mktemp("api")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("VERITY_", "ANTHROPIC_"))}
@@ -150,5 +151,3 @@ def world(database_url_module: str, redis_url: str,
     finally:
         found.stop()
         fake.stop()
-        broker.flushdb()
-        broker.close()

@@ -9,7 +9,6 @@ subprocess and reads the store directly.
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -19,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import redis
 
 from pipeline.store import RunStore, open_store
-from tests.conftest import start_cli, stop_processes
+from tests.conftest import own_redis_db, start_cli, stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANT = "team-a"
@@ -32,13 +30,8 @@ TENANT = "team-a"
 @pytest.fixture
 def redis_db_url(redis_url: str) -> Iterator[str]:
     """A Redis database of its own (1-12), empty before and after the test."""
-    base = redis_url.rsplit("/", 1)[0]
-    url = f"{base}/{random.randint(1, 12)}"  # 13-15 are left to the benchmarks
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
+    with own_redis_db(redis_url) as url:
+        yield url
 
 
 @pytest.fixture

@@ -374,3 +374,45 @@ def test_statement_check__a_fact_absent_from_what_it_cites_is_refused(sentence: 
                          ("recommended_actions", ("A1",))):
         _, problem = one(sentence, *cites, field=field)
         assert problem is not None, (field, sentence)
+
+
+def test_grounding__judged_alike_on_many_threads_at_once() -> None:
+    """Workers judge on threads: the word check must give every thread the answer it gives one
+    (a stemmer shared between threads raised IndexError and could cache a wrong stem)."""
+    import random
+    import threading
+
+    from pipeline.rules import statements
+
+    rng = random.Random(7)
+    letters = "abcdefghilmnoprstuy"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 12)))
+             + rng.choice(["ing", "ed", "ness", "ation", "ly", "s", "ful"]) for _ in range(6000)]
+    texts = [" ".join(words[i:i + 6]) for i in range(0, len(words), 6)]
+    material = [" ".join(words[i:i + 6]) for i in range(0, len(words), 12)]
+
+    def clear() -> None:
+        statements._norm.cache_clear()
+        statements._vocabulary.cache_clear()
+
+    clear()
+    alone = [statements.grounding_problem(t, material, words_only=True) for t in texts]
+    clear()
+    found: dict[int, list[str | None]] = {}
+    errors: list[str] = []
+
+    def judge(n: int) -> None:
+        try:
+            found[n] = [statements.grounding_problem(t, material, words_only=True)
+                        for t in texts[n::4] + texts]
+        except Exception as exc:  # the defect itself: report it rather than lose the thread
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=judge, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for n in range(4):
+        assert found[n] == alone[n::4] + alone

@@ -15,23 +15,19 @@ from kombu import Connection, Exchange, Queue
 
 from tasks import transport
 from tasks.app import app
+from tests.conftest import own_redis_db
 
 
 @pytest.fixture
 def broker(redis_url: str) -> Iterator[Connection]:
-    url = f"{redis_url.rsplit('/', 1)[0]}/12"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    with Connection(url) as connection:
+    with own_redis_db(redis_url) as url, Connection(url) as connection:
         yield connection
-    client.flushdb()
-    client.close()
 
 
 def test_redis_urls_use_the_verity_transport_and_keep_their_scheme(broker: Connection) -> None:
     assert isinstance(broker.transport, transport.Transport)
     assert broker.as_uri().startswith("redis://")  # Flower picks its broker view by scheme
-    assert str(broker.virtual_host) == "12"
+    assert str(broker.virtual_host) == broker.as_uri().rsplit("/", 1)[1]
 
 
 def test_a_channel_reuses_one_command_client_until_its_pool_is_replaced(
@@ -41,7 +37,7 @@ def test_a_channel_reuses_one_command_client_until_its_pool_is_replaced(
     with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
         assert first is second
         assert first.connection_pool is channel.pool
-        assert first.connection_pool.connection_kwargs["db"] == 12
+        assert first.connection_pool.connection_kwargs["db"] == int(broker.virtual_host)
     given = object()
     with channel.conn_or_acquire(given) as client:
         assert client is given
