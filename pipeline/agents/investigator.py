@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from models import tool_names
 from models.agent import ExecutorStep, PlanStep, ToolCallRequest, Transcript
 from models.common import Intent
 from models.executor import (
@@ -43,14 +44,6 @@ from pipeline.rules.jsonpath import PathError, resolve
 from pipeline.rules.text import normalize, value_text
 from pipeline.rules.untrusted import instruction_like
 from pipeline.tools.analysis import DEPENDENCY_SLACK, ONSET_SLACK, Findings
-from pipeline.tools.builtin import (
-    GET_EVENTS,
-    LIST_ALERTS,
-    LIST_DEPLOYMENTS,
-    QUERY_METRICS,
-    SEARCH_LOGS,
-    SEARCH_RUNBOOKS,
-)
 from pipeline.tools.formatting import format_value, plural
 from pipeline.tools.registry import ToolRegistry
 from pipeline.tools.views import CallView, Element, LogPattern, MetricView, metric_series
@@ -126,29 +119,28 @@ def follow_ups(findings: Findings) -> list[PlanStep]:
             continue
         why = f"{dependency} is named in {findings.focus}'s error messages"
         steps += [
-            PlanStep(tool_name=SEARCH_LOGS, arguments={"service": dependency, "level": "WARN"},
-                     reason=why),
-            PlanStep(tool_name=QUERY_METRICS, arguments={"service": dependency}, reason=why),
-            PlanStep(tool_name=GET_EVENTS, arguments={"service": dependency, "type": "Warning"},
-                     reason=why),
-            PlanStep(tool_name=LIST_ALERTS, arguments={"service": dependency}, reason=why),
+            PlanStep(tool_name=tool, arguments={"service": dependency, **extra}, reason=why)
+            for tool, extra in ((tool_names.SEARCH_LOGS, {"level": "WARN"}),
+                                (tool_names.QUERY_METRICS, {}),
+                                (tool_names.GET_EVENTS, {"type": "Warning"}),
+                                (tool_names.LIST_ALERTS, {}))
         ]
     if onset is not None:
         steps.append(PlanStep(
-            tool_name=LIST_DEPLOYMENTS,
+            tool_name=tool_names.LIST_DEPLOYMENTS,
             arguments={"window": _window(onset - DEPLOY_SEARCH_BEFORE,
                                          onset + DEPLOY_SEARCH_AFTER)},
             reason=f"every deployment in the hour before the onset at {iso(onset)}",
         ))
-    if findings.focus and findings.memory_trouble() and not findings.has_call(GET_EVENTS,
-                                                                              findings.focus):
-        steps.append(PlanStep(tool_name=GET_EVENTS,
+    if (findings.focus and findings.memory_trouble()
+            and not findings.has_call(tool_names.GET_EVENTS, findings.focus)):
+        steps.append(PlanStep(tool_name=tool_names.GET_EVENTS,
                               arguments={"service": findings.focus, "type": "Warning"},
                               reason="memory pressure or restarts: look for OOMKilled pods"))
     steps += _metric_retry(findings)
     query = findings.symptom_words()
-    if query and not findings.has_tool(SEARCH_RUNBOOKS):
-        steps.append(PlanStep(tool_name=SEARCH_RUNBOOKS, arguments={"query": query},
+    if query and not findings.has_tool(tool_names.SEARCH_RUNBOOKS):
+        steps.append(PlanStep(tool_name=tool_names.SEARCH_RUNBOOKS, arguments={"query": query},
                               reason="runbooks for the observed symptom"))
     return steps
 
@@ -156,8 +148,10 @@ def follow_ups(findings: Findings) -> list[PlanStep]:
 def _metric_retry(findings: Findings) -> list[PlanStep]:
     """A metric filter that matched nothing: ask for every metric of the service instead."""
     for call in findings.calls:
-        if call.tool == QUERY_METRICS and call.empty and call.argument("metric") and call.service:
-            return [PlanStep(tool_name=QUERY_METRICS, arguments={"service": call.service},
+        if (call.tool == tool_names.QUERY_METRICS and call.empty and call.argument("metric")
+                and call.service):
+            return [PlanStep(tool_name=tool_names.QUERY_METRICS,
+                             arguments={"service": call.service},
                              reason=f"no {call.argument('metric')} metric: list every metric")]
     return []
 
@@ -338,11 +332,11 @@ def build_gap_output(findings: Findings) -> Investigation:
         if not call.ready:
             continue
         service = call.service or findings.focus
-        if call.tool == SEARCH_LOGS:
+        if call.tool == tool_names.SEARCH_LOGS:
             _log_claims(report, findings, call, service, critical=True, quiet=False)
-        elif call.tool == QUERY_METRICS:
+        elif call.tool == tool_names.QUERY_METRICS:
             _metric_claims(report, call, service, critical=True, quiet=False)
-        elif call.tool == GET_EVENTS:
+        elif call.tool == tool_names.GET_EVENTS:
             _event_claims(report, call, critical=True, quiet=False)
     _deployment_claims(report, findings, blamed=None, quiet=False)
     _alert_claims(report, findings, quiet=False)
@@ -387,11 +381,11 @@ def _service_claims(report: _Report, findings: Findings, service: str | None, *,
         if not call.ready or not (call.service == service or (
                 call.service is None and service == findings.focus)):
             continue
-        if call.tool == SEARCH_LOGS:
+        if call.tool == tool_names.SEARCH_LOGS:
             ids += _log_claims(report, findings, call, service, critical=critical, quiet=quiet)
-        elif call.tool == QUERY_METRICS:
+        elif call.tool == tool_names.QUERY_METRICS:
             ids += _metric_claims(report, call, service, critical=critical, quiet=quiet)
-        elif call.tool == GET_EVENTS:
+        elif call.tool == tool_names.GET_EVENTS:
             ids += _event_claims(report, call, critical=critical, quiet=quiet)
     return [i for i in ids if i]
 
@@ -582,7 +576,7 @@ def _deployment_claims(report: _Report, findings: Findings, *, blamed: Element |
                                 critical=deploy is blamed,
                                 bindings=[(deploy.call, deploy.at("summary"), None)]))
     for call in findings.calls:
-        if call.tool == LIST_DEPLOYMENTS and call.empty:
+        if call.tool == tool_names.LIST_DEPLOYMENTS and call.empty:
             report.negative(call, f"No deployments of {call.service or 'any service'} were "
                             f"rolled out{_span(call)}",
                             critical=quiet and call.service == findings.focus)
@@ -594,7 +588,7 @@ def _alert_claims(report: _Report, findings: Findings, *, quiet: bool) -> None:
         report.claim(alert.text("summary"), ClaimKind.FINDING, critical=False,
                      bindings=[(alert.call, alert.at("summary"), None)])
     for call in findings.calls:
-        if call.tool == LIST_ALERTS and call.empty:
+        if call.tool == tool_names.LIST_ALERTS and call.empty:
             report.negative(call, f"No alerts were active for {call.service or 'any service'}"
                             f"{_span(call)}", critical=quiet and call.service == findings.focus)
 
@@ -602,7 +596,7 @@ def _alert_claims(report: _Report, findings: Findings, *, quiet: bool) -> None:
 def _runbook_claims(report: _Report, findings: Findings) -> list[tuple[str, Element]]:
     found = []
     for call in findings.calls:
-        if call.tool == SEARCH_RUNBOOKS and call.empty:
+        if call.tool == tool_names.SEARCH_RUNBOOKS and call.empty:
             report.negative(call, f"No runbook matched \"{call.scope.filter}\"", critical=False)
     for document in findings.documents()[:1]:
         claim_id = report.claim(

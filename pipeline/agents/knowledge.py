@@ -11,7 +11,7 @@ from typing import Any
 
 from models.agent import AnswerItem, KnowledgeAnswer
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
-from pipeline.tools.builtin import SEARCH_RUNBOOKS
+from models.tool_names import SEARCH_RUNBOOKS
 
 MAX_STEPS = 8
 RUNNER_UP_RATIO = 0.6

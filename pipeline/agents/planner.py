@@ -17,17 +17,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from models import tool_names
 from models.agent import Plan, PlanStep, PreviousTurn
 from models.common import Intent
 from models.verifier import EvidenceGap
-from pipeline.tools.builtin import (
-    GET_EVENTS,
-    LIST_ALERTS,
-    LIST_DEPLOYMENTS,
-    QUERY_METRICS,
-    SEARCH_LOGS,
-    SEARCH_RUNBOOKS,
-)
 from pipeline.tools.registry import ToolRegistry
 
 DEPLOY_LOOKBACK_MINUTES = 240
@@ -100,10 +93,10 @@ class OfflinePlanner:
             return _gap_plan(gaps, service=service, registry=registry, known=known)
         intent = classify_intent(query)
         if intent is Intent.KNOWLEDGE_QUERY:
-            step = PlanStep(tool_name=SEARCH_RUNBOOKS, arguments={"query": query},
+            step = PlanStep(tool_name=tool_names.SEARCH_RUNBOOKS, arguments={"query": query},
                             reason="knowledge question: look it up in the runbooks")
             return Plan(intent=intent, service=service,
-                        steps=[step] if SEARCH_RUNBOOKS in registry else [],
+                        steps=[step] if tool_names.SEARCH_RUNBOOKS in registry else [],
                         notes="one runbook lookup")
         symptoms = [name for name, pattern in _SYMPTOMS.items() if pattern.search(query)]
         steps = _diagnosis_steps(service, symptoms)
@@ -124,36 +117,38 @@ def _diagnosis_steps(service: str | None, symptoms: Sequence[str]) -> list[PlanS
     who = service or "all services"
     steps: list[PlanStep] = []
     log_level = "ERROR" if symptoms == ["errors"] else "WARN"
-    steps.append(PlanStep(tool_name=SEARCH_LOGS, arguments=_args(service, level=log_level),
+    steps.append(PlanStep(tool_name=tool_names.SEARCH_LOGS,
+                          arguments=_args(service, level=log_level),
                           reason=f"{log_level} and worse log lines of {who}, grouped by message"))
     metrics = {"errors": "error", "latency": "latency", "crash": "memory"}
     for symptom in symptoms:
         steps.append(PlanStep(
-            tool_name=QUERY_METRICS, arguments=_args(service, metric=metrics[symptom]),
+            tool_name=tool_names.QUERY_METRICS, arguments=_args(service, metric=metrics[symptom]),
             reason=f"{metrics[symptom]} metrics of {who} against their baseline",
         ))
     if not symptoms:
-        steps.append(PlanStep(tool_name=QUERY_METRICS, arguments=_args(service),
+        steps.append(PlanStep(tool_name=tool_names.QUERY_METRICS, arguments=_args(service),
                               reason=f"every metric of {who} against its baseline"))
     if "crash" in symptoms:
-        steps.append(PlanStep(tool_name=GET_EVENTS, arguments=_args(service, type="Warning"),
+        steps.append(PlanStep(tool_name=tool_names.GET_EVENTS,
+                              arguments=_args(service, type="Warning"),
                               reason=f"Warning events (OOMKilled, BackOff ...) of {who}'s pods"))
     steps.append(PlanStep(
-        tool_name=LIST_DEPLOYMENTS,
+        tool_name=tool_names.LIST_DEPLOYMENTS,
         arguments=_args(service, lookback_minutes=DEPLOY_LOOKBACK_MINUTES),
         reason=f"deployments of {who} in the last {DEPLOY_LOOKBACK_MINUTES} minutes",
     ))
-    steps.append(PlanStep(tool_name=LIST_ALERTS, arguments=_args(service),
+    steps.append(PlanStep(tool_name=tool_names.LIST_ALERTS, arguments=_args(service),
                           reason=f"alerts of {who} in the window"))
     return steps
 
 
 _GAP_DEFAULTS: dict[str, dict[str, Any]] = {
-    SEARCH_LOGS: {"level": "WARN"},
-    QUERY_METRICS: {},
-    GET_EVENTS: {"type": "Warning"},
-    LIST_DEPLOYMENTS: {"lookback_minutes": DEPLOY_LOOKBACK_MINUTES},
-    LIST_ALERTS: {},
+    tool_names.SEARCH_LOGS: {"level": "WARN"},
+    tool_names.QUERY_METRICS: {},
+    tool_names.GET_EVENTS: {"type": "Warning"},
+    tool_names.LIST_DEPLOYMENTS: {"lookback_minutes": DEPLOY_LOOKBACK_MINUTES},
+    tool_names.LIST_ALERTS: {},
 }
 
 
@@ -191,11 +186,11 @@ def _gap_plan(
     steps: list[PlanStep] = []
     seen: set[str] = set()
     for gap in gaps:
-        tool = gap.suggested_tool or SEARCH_LOGS
-        tool = tool if tool in registry else SEARCH_LOGS
+        tool = gap.suggested_tool or tool_names.SEARCH_LOGS
+        tool = tool if tool in registry else tool_names.SEARCH_LOGS
         if tool not in registry:
             continue
-        if tool == SEARCH_RUNBOOKS:
+        if tool == tool_names.SEARCH_RUNBOOKS:
             arguments: dict[str, Any] = {"query": gap.description}
         else:
             target = gap_service(gap, service=service, known_services=known)

@@ -11,16 +11,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 
+from models import tool_names
 from pipeline.data.records import LEVEL_RANK
 from pipeline.rules.facts import FactKind, extract_facts
-from pipeline.tools.builtin import (
-    GET_EVENTS,
-    LIST_ALERTS,
-    LIST_DEPLOYMENTS,
-    QUERY_METRICS,
-    SEARCH_LOGS,
-    SEARCH_RUNBOOKS,
-)
 from pipeline.tools.views import (
     CallView,
     Element,
@@ -64,7 +57,7 @@ class Findings:
 
     def investigated(self, service: str) -> bool:
         """Its logs were searched."""
-        return self.has_call(SEARCH_LOGS, service)
+        return self.has_call(tool_names.SEARCH_LOGS, service)
 
     def _ready(self, tool: str) -> list[CallView]:
         return [c for c in self.calls if c.tool == tool and c.ready]
@@ -74,7 +67,7 @@ class Findings:
     def patterns(self) -> list[LogPattern]:
         """Top messages of every log search, one per (service, level, pattern): the largest."""
         best: dict[tuple[str, str, str], LogPattern] = {}
-        for call in self._ready(SEARCH_LOGS):
+        for call in self._ready(tool_names.SEARCH_LOGS):
             for pattern in log_patterns(call):
                 key = (pattern.service, pattern.text("level"), pattern.text("pattern"))
                 if key not in best or pattern.count > best[key].count:
@@ -97,7 +90,7 @@ class Findings:
     def series(self) -> list[MetricView]:
         """Every projected series, one per (service, metric)."""
         seen: dict[tuple[str, str], MetricView] = {}
-        for call in self._ready(QUERY_METRICS):
+        for call in self._ready(tool_names.QUERY_METRICS):
             for one in metric_series(call):
                 seen.setdefault((one.text("service"), one.text("metric")), one)
         return list(seen.values())
@@ -112,7 +105,7 @@ class Findings:
         """Warning event groups of a service's objects, earliest first."""
         found = [
             Element(call, path, data)
-            for call in self._ready(GET_EVENTS) if call.service == service
+            for call in self._ready(tool_names.GET_EVENTS) if call.service == service
             for path, data in call.items("reasons") if data.get("type") == "Warning"
         ]
         return sorted(found, key=lambda e: (e.text("first_ts"), e.text("reason")))
@@ -121,7 +114,7 @@ class Findings:
     def deployments(self) -> list[Element]:
         """Every listed deployment once, oldest first."""
         seen: dict[tuple[str, str, str], Element] = {}
-        for call in self._ready(LIST_DEPLOYMENTS):
+        for call in self._ready(tool_names.LIST_DEPLOYMENTS):
             for path, data in call.items("deployments"):
                 key = (str(data.get("service")), str(data.get("version")),
                        str(data.get("deployed_at")))
@@ -132,7 +125,7 @@ class Findings:
     def alerts(self) -> list[Element]:
         """Every listed alert once, by start."""
         seen: dict[tuple[str, str], Element] = {}
-        for call in self._ready(LIST_ALERTS):
+        for call in self._ready(tool_names.LIST_ALERTS):
             for path, data in call.items("alerts"):
                 seen.setdefault((str(data.get("name")), str(data.get("starts_at"))),
                                 Element(call, path, data))
@@ -140,7 +133,7 @@ class Findings:
 
     def documents(self) -> list[Element]:
         """Runbooks returned, best first per search."""
-        return [Element(call, path, data) for call in self._ready(SEARCH_RUNBOOKS)
+        return [Element(call, path, data) for call in self._ready(tool_names.SEARCH_RUNBOOKS)
                 for path, data in call.items("documents")]
 
     # ---- onsets and leads -----------------------------------------------------------------

@@ -5,25 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.tool_names import (
-    GET_EVENTS,
-    LIST_ALERTS,
-    LIST_DEPLOYMENTS,
-    QUERY_METRICS,
-    SEARCH_LOGS,
-    SEARCH_RUNBOOKS,
-)
+from models import tool_names
 from pipeline.tools import changes, logs, metrics, runbooks
 from pipeline.tools.registry import Tool, ToolRegistry
 
 BUILTIN_TOOLS: tuple[Tool[Any], ...] = (
-    Tool(SEARCH_LOGS, logs.DESCRIPTION, logs.SearchLogsArgs, logs.search_logs),
-    Tool(QUERY_METRICS, metrics.DESCRIPTION, metrics.QueryMetricsArgs, metrics.query_metrics),
-    Tool(LIST_ALERTS, changes.ALERTS_DESCRIPTION, changes.ListAlertsArgs, changes.list_alerts),
-    Tool(LIST_DEPLOYMENTS, changes.DEPLOYMENTS_DESCRIPTION, changes.ListDeploymentsArgs,
+    Tool(tool_names.SEARCH_LOGS, logs.DESCRIPTION, logs.SearchLogsArgs, logs.search_logs),
+    Tool(tool_names.QUERY_METRICS, metrics.DESCRIPTION, metrics.QueryMetricsArgs,
+         metrics.query_metrics),
+    Tool(tool_names.LIST_ALERTS, changes.ALERTS_DESCRIPTION, changes.ListAlertsArgs,
+         changes.list_alerts),
+    Tool(tool_names.LIST_DEPLOYMENTS, changes.DEPLOYMENTS_DESCRIPTION, changes.ListDeploymentsArgs,
          changes.list_deployments),
-    Tool(GET_EVENTS, changes.EVENTS_DESCRIPTION, changes.GetEventsArgs, changes.get_events),
-    Tool(SEARCH_RUNBOOKS, runbooks.DESCRIPTION, runbooks.SearchRunbooksArgs,
+    Tool(tool_names.GET_EVENTS, changes.EVENTS_DESCRIPTION, changes.GetEventsArgs,
+         changes.get_events),
+    Tool(tool_names.SEARCH_RUNBOOKS, runbooks.DESCRIPTION, runbooks.SearchRunbooksArgs,
          runbooks.search_runbooks),
 )
 
@@ -38,11 +34,5 @@ def default_registry() -> ToolRegistry:
 
 __all__ = [
     "BUILTIN_TOOLS",
-    "GET_EVENTS",
-    "LIST_ALERTS",
-    "LIST_DEPLOYMENTS",
-    "QUERY_METRICS",
-    "SEARCH_LOGS",
-    "SEARCH_RUNBOOKS",
     "default_registry",
 ]

@@ -1,6 +1,6 @@
 """What tools return (`ToolOutput`), their argument bases and time windows.
 
-Tools read a `pipeline.sources.DataSource`: a scenario folder or configured backends.
+Tools read a `pipeline.data.source.DataSource`: a scenario folder or configured backends.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.sources import BackendStatus, Fetched, SourceError
+from pipeline.data.source import BackendStatus, Fetched
+from pipeline.errors import SourceError
 from pipeline.sources.config import Backend
 from pipeline.sources.http import BackendClient
 

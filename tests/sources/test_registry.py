@@ -13,17 +13,9 @@ import pytest
 
 from models.agent import ToolCallRequest
 from models.invocation import EvidenceStatus, LifecycleStatus
-from pipeline.errors import ConfigurationError, InputError
+from pipeline.data.source import AlertQuery, ChangeQuery, EventQuery, LogQuery, MetricQuery
+from pipeline.errors import ConfigurationError, InputError, SourceError, UnknownSourceError
 from pipeline.scenarios import default_scenarios_dir, load_scenario
-from pipeline.sources import (
-    AlertQuery,
-    ChangeQuery,
-    EventQuery,
-    LogQuery,
-    MetricQuery,
-    SourceError,
-    UnknownSourceError,
-)
 from pipeline.sources import composite as composite_module
 from pipeline.sources.composite import ConfiguredSource
 from pipeline.sources.registry import (

@@ -18,8 +18,7 @@ import pytest
 
 from models.agent import ToolCallRequest
 from pipeline.data.records import LEVEL_RANK
-from pipeline.scenarios import Scenario, default_scenarios_dir, list_scenarios, load_scenario
-from pipeline.sources import (
+from pipeline.data.source import (
     LOG_FETCH_LIMIT,
     AlertQuery,
     ChangeQuery,
@@ -27,6 +26,7 @@ from pipeline.sources import (
     LogQuery,
     MetricQuery,
 )
+from pipeline.scenarios import Scenario, default_scenarios_dir, list_scenarios, load_scenario
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import default_registry, run_tool
 from tests.sources.calls import CALL_ID, calls, digest

@@ -24,11 +24,11 @@ from pipeline.errors import (
     InputError,
     RunNotFoundError,
     StoreUnavailableError,
+    UnknownSourceError,
 )
 from pipeline.factory import build_runtime
 from pipeline.run.runtime import Runtime
 from pipeline.scenarios import default_scenarios_dir
-from pipeline.sources import UnknownSourceError
 from pipeline.store import RunStore, make_engine, open_store, store_for
 
 TENANT = "team-a"

@@ -9,9 +9,9 @@ from pydantic import Field
 
 from models.agent import ToolCallRequest
 from models.invocation import EvidenceStatus, LifecycleStatus, QueryScope
+from pipeline.data.source import DataSource
 from pipeline.errors import VerityError
 from pipeline.scenarios import Scenario
-from pipeline.sources import DataSource
 from pipeline.sources.scenario import ScenarioSource
 from pipeline.tools import (
     Tool,
