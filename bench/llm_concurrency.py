@@ -34,23 +34,13 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.runtime import (  # noqa: E402
-    RECONCILERS,
-    REDIS,
-    _create_schema,
-    _drop_schema,
-    _flush_redis,
-    _Reconciler,
-    _Worker,
-    log,
-)
+from bench.services import RECONCILERS, REDIS, Reconciler, Worker, log, scratch_database  # noqa: E402
 
 SCENARIO = "checkout-pool-exhaustion"
 TARGET = 0.9
@@ -77,21 +67,14 @@ def main() -> None:
     args = _arguments()
     from fake_anthropic import FakeAnthropic
 
-    schema = f"verity_bench_{uuid.uuid4().hex[:12]}"
-    db_url = _create_schema(schema)
-    _flush_redis()
-    try:
-        with FakeAnthropic.spawn(latency=args.latency, script={"responders": RESPONDERS},
-                                 record_limit=200) as fake:
-            os.environ.update({
-                "VERITY_BROKER_URL": REDIS, "VERITY_DATABASE_URL": db_url,
-                "VERITY_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "bench-key",
-                "ANTHROPIC_BASE_URL": fake.base_url,
-            })
-            report = _run(args, fake.process.pid)
-    finally:
-        _drop_schema(schema)
-        _flush_redis()
+    with scratch_database() as db_url, FakeAnthropic.spawn(
+            latency=args.latency, script={"responders": RESPONDERS}, record_limit=200) as fake:
+        os.environ.update({
+            "VERITY_BROKER_URL": REDIS, "VERITY_DATABASE_URL": db_url,
+            "VERITY_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "bench-key",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+        })
+        report = _run(args, fake.process.pid)
     print(json.dumps(report, indent=2))
     _close_client()
 
@@ -134,7 +117,7 @@ def _arguments() -> argparse.Namespace:
     args = parser.parse_args()
     if args.concurrency < 1:
         raise SystemExit("--concurrency must be at least 1")
-    args.groups = _groups(args.workers or default_workers(args.concurrency))
+    args.groups = worker_groups(args.workers or default_workers(args.concurrency))
     return args
 
 
@@ -152,8 +135,8 @@ def _run(args: argparse.Namespace, fake_pid: int) -> dict[str, Any]:
     groups = args.groups
     llm_threads = sum(threads for queues, threads in groups if "llm" in queues.split(","))
     beat = args.reconciler == "beat"
-    with _Reconciler(args.reconciler) as reconciler, \
-            _Worker(groups, factory=None, include_bare=False, beat=beat) as worker:
+    with Reconciler(args.reconciler) as reconciler, \
+            Worker(groups, factory=None, include_bare=False, beat=beat) as worker:
         reconciler.worker = worker
         log(f"workers ready ({worker.groups}); warm-up run")
         _single(client, query, source)  # loads the scenario and the HTTP client in the worker
@@ -447,7 +430,7 @@ def _lease_settings() -> dict[str, Any]:
             "renewal": "one statement per worker process holding leases every renew_s"}
 
 
-def _groups(spec: str) -> list[tuple[str, int]]:
+def worker_groups(spec: str) -> list[tuple[str, int]]:
     """`'llm=100 control,tools=16'` → `[("llm", 100), ("control,tools", 16)]`."""
     groups = []
     for item in spec.split():

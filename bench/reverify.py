@@ -21,16 +21,14 @@ import json
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.runtime import _create_schema, _drop_schema, _flush_redis, _Worker, log  # noqa: E402
+from bench.services import REDIS, Worker, flush_redis, log, scratch_database  # noqa: E402
 
-REDIS = os.environ.get("VERITY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 TENANT = "bench"
 TARGET_RUNS_PER_MIN = 1000
 TARGET_OVERHEAD = 1.5
@@ -39,18 +37,12 @@ TARGET_MEMORY_RATIO = 1.2
 
 def main() -> None:
     args = _arguments()
-    schema = f"verity_bench_reverify_{uuid.uuid4().hex[:10]}"
-    db_url = _create_schema(schema)
-    os.environ.update({"VERITY_BROKER_URL": REDIS, "VERITY_RESULT_BACKEND": REDIS,
-                       "VERITY_DATABASE_URL": db_url, "VERITY_TENANT": TENANT,
-                       "VERITY_PROVIDER": "offline"})
-    os.environ.pop("VERITY_RUNTIME_FACTORY", None)
-    _flush_redis()
-    try:
+    with scratch_database("verity_bench_reverify") as db_url:
+        os.environ.update({"VERITY_BROKER_URL": REDIS, "VERITY_RESULT_BACKEND": REDIS,
+                           "VERITY_DATABASE_URL": db_url, "VERITY_TENANT": TENANT,
+                           "VERITY_PROVIDER": "offline"})
+        os.environ.pop("VERITY_RUNTIME_FACTORY", None)
         report = _run(args, db_url)
-    finally:
-        _drop_schema(schema)
-        _flush_redis()
     print(json.dumps(report, indent=2))
 
 
@@ -210,9 +202,9 @@ def _batch(runtime: Any, *, runs: int, chunk_size: int, processes: int) -> dict[
     from client import VerityClient
     from models.batch import Selection
 
-    _flush_redis()
+    flush_redis()
     client = VerityClient(runtime, tenant=TENANT)
-    with _Worker([("batch", 1)] * processes, factory=None, include_bare=False) as workers:
+    with Worker([("batch", 1)] * processes, factory=None, include_bare=False) as workers:
         rss_before = workers.rss_mb()
         started = time.perf_counter()
         batch = client.reverify(Selection(limit=runs), provider="offline",

@@ -89,12 +89,12 @@ def test_bench_smoke__prompt_tokens_on_one_scenario() -> None:
 def test_bench_smoke__llm_concurrency_default_layout_splits_the_llm_threads() -> None:
     """The README's layout: the llm threads in two processes, two control,tools of 16."""
     sys.path.insert(0, str(ROOT))
-    from bench.llm_concurrency import _groups, default_workers
+    from bench.llm_concurrency import default_workers, worker_groups
 
-    assert _groups(default_workers(100)) == [("llm", 50), ("llm", 50), ("control,tools", 16),
+    assert worker_groups(default_workers(100)) == [("llm", 50), ("llm", 50), ("control,tools", 16),
                                              ("control,tools", 16)]
-    assert _groups(default_workers(5))[:2] == [("llm", 3), ("llm", 2)]
-    assert _groups(default_workers(1))[:2] == [("llm", 1), ("control,tools", 16)]
+    assert worker_groups(default_workers(5))[:2] == [("llm", 3), ("llm", 2)]
+    assert worker_groups(default_workers(1))[:2] == [("llm", 1), ("control,tools", 16)]
 
 
 @pytest.mark.slow
