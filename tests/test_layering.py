@@ -268,3 +268,15 @@ def test_layering__a_known_violation_that_is_fixed_leaves_its_list(
     known: set[tuple[str, str]], found: Callable[[list[Edge]], set[tuple[str, str]]],
 ) -> None:
     assert known - found(GRAPH) == set(), "fixed: remove it from the KNOWN list"
+
+
+def test_layering__no_private_name_is_imported_in_tests_benches_or_tools() -> None:
+    """Tests, benchmarks, the fake Messages API and the scripts share helpers by public names
+    too (a test that reaches into another module's private helper breaks when it is renamed)."""
+    found = []
+    for path in _sources("tests", "bench", "fake_anthropic", "scenarios", "scripts"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found += [f"{_rel(path)}: {node.module}.{alias.name}" for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert found == []

@@ -98,7 +98,7 @@ def verify(verifier_input: VerifierInput) -> VerifierOutput:
             Verification.UNSUPPORTED, Verification.OVERSTATED, Verification.EXTERNAL_UNKNOWN
         ) or check.note == _FABRICATED):
             # a key fact its evidence lacks: fabricated as it stands, and what a tool could show
-            gaps.append(_gap(claim, missing))
+            gaps.append(evidence_gap(claim, missing))
     ceiling = verifier_input.verdict_ceiling
     verdict = min(rule_verdict(claims, checks), ceiling, key=lambda v: v.rank)
     return VerifierOutput(
@@ -269,7 +269,7 @@ def _word_overlap(text: str, evidence: Sequence[str]) -> float:
     return sum(1 for w in words if w in haystack) / len(words)
 
 
-def _gap(claim: VerifiedClaim, missing: Sequence[Fact]) -> EvidenceGap:
+def evidence_gap(claim: VerifiedClaim, missing: Sequence[Fact]) -> EvidenceGap:
     kinds = sorted({f.kind for f in missing}, key=lambda k: k.value)
     what = ", ".join(k.value.replace("_", " ") for k in kinds) or "its statement"
     return EvidenceGap(

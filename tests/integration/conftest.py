@@ -13,12 +13,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from models.invocation import LifecycleStatus
 from pipeline.store import RunStore, open_store
 from tests.conftest import own_redis_db, start_cli, stop_processes
 
@@ -113,3 +115,17 @@ def wait_for(predicate: object, *, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)
+
+
+def assert_exactly_once(store: RunStore, run_id: str) -> None:
+    """Each tool call stored once and none left projecting, one finalize event, and each
+    model attempt (role, cycle, number) stored once."""
+    invocations = store.list_invocations(run_id)
+    ids = [i.tool_call_id for i in invocations]
+    assert len(ids) == len(set(ids))
+    assert all(i.status is not LifecycleStatus.PROJECTING for i in invocations)
+    events = store.events_since(run_id, tenant_id=TENANT)
+    finals = [e for e in events if e.node == "finalize"]
+    assert len(finals) == 1, finals
+    attempts = Counter((a.role, a.cycle, a.attempt_number) for a in store.list_attempts(run_id))
+    assert all(n == 1 for n in attempts.values())

@@ -15,8 +15,14 @@ import redis
 from models.common import RunStatus
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.store import RunStore
-from tests.integration.conftest import ROOT, TENANT, Workers, produce, wait_for
-from tests.integration.test_worker_runs import _assert_exactly_once
+from tests.integration.conftest import (
+    ROOT,
+    TENANT,
+    Workers,
+    assert_exactly_once,
+    produce,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -63,7 +69,7 @@ def test_a_submit_that_never_reached_the_broker_is_resent_and_succeeds(
     assert record.reconcile_count == 1
     assert _reconcile_events(run_store, run_id) == [
         ("resent", {"node": "plan", "version": 0, "tool_call_ids": []})]
-    _assert_exactly_once(run_store, run_id)
+    assert_exactly_once(run_store, run_id)
     log = (workers.log_dir / "worker-0.log").read_text()
     assert "verity.reconcile.sweep" in log
 
@@ -91,7 +97,7 @@ def test_a_redis_that_lost_its_queues_loses_no_run(
     resent = [payload for kind, payload in _reconcile_events(run_store, run_id)
               if kind == "resent"]
     assert resent and resent[0]["node"] == "verify"
-    _assert_exactly_once(run_store, run_id)
+    assert_exactly_once(run_store, run_id)
 
 
 def test_a_run_past_its_deadline_ends_failed(
@@ -132,7 +138,7 @@ def test_verity_reconcile_once_resends_over_the_broker(
     wait_for(lambda: run_store.get_run(run_id, tenant_id=TENANT).status.terminal, timeout=60,
              what="the re-sent run to finish")
     assert run_store.get_run(run_id, tenant_id=TENANT).status is RunStatus.SUCCESS
-    _assert_exactly_once(run_store, run_id)
+    assert_exactly_once(run_store, run_id)
 
 
 def test_an_outage_past_the_retry_budget_is_finished_by_the_reconciler(
@@ -154,4 +160,4 @@ def test_an_outage_past_the_retry_budget_is_finished_by_the_reconciler(
     log = (workers.log_dir / "worker-0.log").read_text()
     assert "giving up, the reconciler will finish the run" in log
     assert "verity.node.verify[" in log and "retry: Retry in" in log
-    _assert_exactly_once(run_store, run_id)
+    assert_exactly_once(run_store, run_id)

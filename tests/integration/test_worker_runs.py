@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 
 import pytest
 
@@ -12,7 +11,7 @@ from models.common import RunStatus
 from models.invocation import LifecycleStatus
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.store import RunStore
-from tests.integration.conftest import TENANT, Workers, produce, wait_for
+from tests.integration.conftest import TENANT, Workers, assert_exactly_once, produce, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -29,18 +28,6 @@ def _terminal(store: RunStore, run_id: str, timeout: float = 60) -> None:
              what=f"run {run_id} to end")
 
 
-def _assert_exactly_once(store: RunStore, run_id: str) -> None:
-    invocations = store.list_invocations(run_id)
-    ids = [i.tool_call_id for i in invocations]
-    assert len(ids) == len(set(ids))
-    assert all(i.status is not LifecycleStatus.PROJECTING for i in invocations)
-    events = store.events_since(run_id, tenant_id=TENANT)
-    finals = [e for e in events if e.node == "finalize"]
-    assert len(finals) == 1, finals
-    attempts = Counter((a.role, a.cycle, a.attempt_number) for a in store.list_attempts(run_id))
-    assert all(n == 1 for n in attempts.values())
-
-
 def test_full_run(workers: Workers, runtime_env: dict[str, str], run_store: RunStore) -> None:
     workers.start()
     run_id = _submit(runtime_env)
@@ -54,7 +41,7 @@ def test_full_run(workers: Workers, runtime_env: dict[str, str], run_store: RunS
     nodes = [e.node for e in run_store.events_since(run_id, tenant_id=TENANT)]
     assert nodes[0] == "submit" and nodes[-1] == "finalize"
     assert {"plan", "execute", "gatekeep", "verify", "compose"} <= set(nodes)
-    _assert_exactly_once(run_store, run_id)
+    assert_exactly_once(run_store, run_id)
     # Each node task left PROGRESS meta (run id, node) in the result backend, for Flower and
     # result readers; node results themselves are not stored. Nor are tool results: the Redis
     # backend's chord counted them in its own set, and the run got past its chords without them.
@@ -88,7 +75,7 @@ def test_a_worker_per_queue_group(
     for run_id in run_ids:
         _terminal(run_store, run_id)
         assert run_store.get_run(run_id, tenant_id=TENANT).status is RunStatus.SUCCESS
-        _assert_exactly_once(run_store, run_id)
+        assert_exactly_once(run_store, run_id)
     llm_log, short_log = (workers.log_dir / f"worker-{i}.log" for i in range(2))
     ran_llm = llm_log.read_text()
     ran_short = short_log.read_text()
@@ -156,7 +143,7 @@ def test_worker_killed_mid_node_finishes_once(
     _terminal(run_store, run_id, timeout=90)
     record = run_store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.SUCCESS
-    _assert_exactly_once(run_store, run_id)
+    assert_exactly_once(run_store, run_id)
 
 
 def test_a_tool_that_raises_ends_error_not_a_crashed_run(
@@ -171,7 +158,7 @@ def test_a_tool_that_raises_ends_error_not_a_crashed_run(
     assert failed and all(i.status is LifecycleStatus.ERROR for i in failed)
     assert all(i.error == "InjectedFaultError: injected tool failure" for i in failed)
     assert all(i.projection is None for i in failed)
-    _assert_exactly_once(run_store, run_id)
+    assert_exactly_once(run_store, run_id)
 
 
 def test_evidence_retry_cycle_runs_exactly_once(
@@ -198,7 +185,7 @@ def test_evidence_retry_cycle_runs_exactly_once(
     assert record.self_evaluation is not None
     evaluation = record.self_evaluation.verifier_evaluation
     assert evaluation.evidence_retry_count == 1
-    _assert_exactly_once(run_store, run_id)
+    assert_exactly_once(run_store, run_id)
 
 
 def test_cli_run_enqueues_to_real_workers(
@@ -257,4 +244,4 @@ def test_the_evidence_retry_scenario_closes_its_gap_and_keeps_its_root_cause(
     assert {"c1", "c2", "c3"} <= set(checks) and any(c.startswith("g1-") for c in checks)
     assert checks["c3"] in ("direct_observation", "reasonable_inference")
     assert not [g for g in evaluation.evidence_gaps if g.critical]
-    _assert_exactly_once(run_store, run_id)
+    assert_exactly_once(run_store, run_id)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from models.gatekeeper import VerifiedClaim
-from pipeline.agents.offline_verifier import _gap
+from pipeline.agents.offline_verifier import evidence_gap
 from pipeline.config import VeritySettings
 from pipeline.errors import BundleError
 from pipeline.rules.facts import Fact, FactKind
@@ -120,7 +120,7 @@ def test_output_that_is_not_json_is_left_to_the_parse_step() -> None:
 def test_offline_verifier_gap_suggests_a_tool_for_every_kind_of_fact(kind: FactKind) -> None:
     claim = VerifiedClaim(claim_id="c1", text="t", kind="FINDING", critical=True,
                           status="CONFIRMED")
-    gap = _gap(claim, [Fact(kind, "x", "x")])
+    gap = evidence_gap(claim, [Fact(kind, "x", "x")])
     assert gap.suggested_tool
 
 

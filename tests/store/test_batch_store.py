@@ -15,7 +15,7 @@ from models.common import Intent, RunStatus
 from models.tables import DiagnosisRunRow
 from pipeline.errors import BatchNotFoundError
 from pipeline.store import RunStore
-from tests.store.test_conformance import _attempt, _bundle, _invocation, _result
+from tests.store.samples import make_attempt, make_bundle, make_invocation, make_result
 from tests.store_rows import add_invocation, batch_attempts, set_executor_output
 
 A, B = "team-a", "team-b"
@@ -23,12 +23,12 @@ A, B = "team-a", "team-b"
 
 def _finished(store: RunStore, tenant: str = A, *, session: str | None = None,
               fallback: bool = False) -> str:
-    bundle = _bundle()
+    bundle = make_bundle()
     run_id = store.create_run(tenant_id=tenant, query=bundle.query, intent=Intent.DIAGNOSIS,
                               session_id=session, state={"next": {"node": "plan"}})
-    add_invocation(store, run_id, _invocation("toolu_01"))
+    add_invocation(store, run_id, make_invocation("toolu_01"))
     set_executor_output(store, run_id, bundle.executor_output_raw)
-    store.finalize(run_id, _result(run_id, fallback=fallback))
+    store.finalize(run_id, make_result(run_id, fallback=fallback))
     return run_id
 
 
@@ -140,7 +140,7 @@ def test_items_land_once_and_the_counters_end_the_batch(store: RunStore) -> None
     assert store.start_batch("b1") and not store.start_batch("b1")
     items = {i.run_id: i.seq for i in store.iter_items("b1", tenant_id=A)}
     first = [_done(items[ids[0]], ids[0]), _done(items[ids[1]], ids[1])]
-    attempts = [_attempt(ids[0]), _attempt(ids[1])]
+    attempts = [make_attempt(ids[0]), make_attempt(ids[1])]
     assert store.record_items("b1", first, attempts) == 2
     assert store.record_items("b1", first, attempts) == 0  # a re-sent chunk lands nothing
     batch = store.get_batch("b1")
@@ -195,7 +195,7 @@ def test_a_stalled_batch_is_claimed_by_one_sweeper(store: RunStore) -> None:
 def test_runs_that_cannot_be_rejudged_say_why_in_one_line(store: RunStore) -> None:
     good = _finished(store)
     bare = store.create_run(tenant_id=A, query="q", intent=Intent.DIAGNOSIS)
-    store.finalize(bare, _result(bare, fallback=True))
+    store.finalize(bare, make_result(bare, fallback=True))
     knowledge = store.create_run(tenant_id=A, query="how?", intent=Intent.KNOWLEDGE_QUERY)
     loaded = store.load_for_judging([good, bare, knowledge, "gone", ], tenant_id=A)
     record, bundle = loaded[good]  # type: ignore[misc]

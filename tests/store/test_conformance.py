@@ -10,41 +10,22 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from models.bundle import FinalAnswer, RunBundle, RunResult
 from models.common import FallbackType, Intent, RunStatus, Verdict
-from models.composer import ComposerOutput
-from models.evaluation import (
-    TRACEABILITY_VERSION,
-    PromptAudit,
-    PromptRef,
-    SelfEvaluation,
-    StageStatus,
-    VerifierEvaluation,
-    VerifierStatus,
-)
-from models.executor import ClaimKind, ClaimStatus
-from models.gatekeeper import (
-    CheckedBinding,
-    GatekeeperResult,
-    RuleId,
-    RuleOutcome,
-    Severity,
-    VerifiedClaim,
-    VerifiedEvidence,
-    VerifiedExecutorOutput,
-)
 from models.invocation import (
     EvidenceStatus,
     LifecycleStatus,
-    Projection,
-    QueryScope,
-    TimeWindow,
     ToolInvocation,
 )
-from models.run import LlmAttempt
-from models.verifier import ClaimCheck, EvidenceGap, FactCheck, FactClass, Verification
 from pipeline.errors import DuplicateToolCallError, RunNotFoundError, StaleStateError, StoreError
 from pipeline.store import RunStore
+from tests.store.samples import (
+    QUERY,
+    make_attempt,
+    make_bundle,
+    make_invocation,
+    make_projection,
+    make_result,
+)
 from tests.store_rows import (
     add_invocation,
     append_event,
@@ -55,167 +36,6 @@ from tests.store_rows import (
 
 TENANT = "team-a"
 """The owner of this module's runs."""
-
-QUERY = "why is checkout-service returning 500s?"
-SCOPE = QueryScope(
-    service="checkout-service",
-    window=TimeWindow(start="2026-11-30T10:00:00Z", end="2026-11-30T11:00:00Z"),
-    filter="level:error",
-)
-
-
-def _projection(**items: object) -> Projection:
-    return Projection(scope=SCOPE, truncated=False, total_items=1, **items)
-
-
-def _invocation(
-    tool_call_id: str,
-    *,
-    tool_name: str = "search_logs",
-    status: LifecycleStatus = LifecycleStatus.READY,
-) -> ToolInvocation:
-    ready = status is LifecycleStatus.READY
-    return ToolInvocation(
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        arguments={"service": "checkout-service", "query": "level:error", "limit": 20},
-        status=status,
-        evidence_status=EvidenceStatus.EVIDENCE_FOUND if ready else None,
-        projection=_projection(hits=[{"message": "HTTP 500 upstream timeout"}]) if ready else None,
-    )
-
-
-def _self_evaluation(verdict: Verdict = Verdict.PASS) -> SelfEvaluation:
-    claim = VerifiedClaim(
-        claim_id="c1",
-        text="checkout-service returned HTTP 500 after upstream timeouts",
-        kind=ClaimKind.FINDING,
-        critical=True,
-        status=ClaimStatus.CONFIRMED,
-    )
-    evidence = VerifiedEvidence(
-        evidence_id="E1",
-        claim_id="c1",
-        invocation_id="toolu_01",
-        tool_name="search_logs",
-        path="$.hits[0].message",
-        matched_text="HTTP 500 upstream timeout",
-        evidence_status=EvidenceStatus.EVIDENCE_FOUND,
-        scope=SCOPE,
-    )
-    gatekeeper = GatekeeperResult(
-        status="pass",
-        severity=Severity.PASS,
-        rules=[RuleOutcome(rule=rule, status="pass", failures=0) for rule in RuleId],
-        failed_rules=[],
-        checked_bindings=[
-            CheckedBinding(
-                claim_id="c1",
-                index=0,
-                invocation_id="toolu_01",
-                tool_name="search_logs",
-                path="$.hits[0].message",
-                status="pass",
-            )
-        ],
-        warnings=["projection truncated for toolu_02"],
-    )
-    evaluation = VerifierEvaluation(
-        executor_status=StageStatus.OK,
-        verifier_status=VerifierStatus.COMPLETED,
-        model_verdict=verdict,
-        effective_verdict=verdict,
-        verdict=verdict,
-        verdict_ceiling=Verdict.PASS,
-        groundedness_score=0.875,
-        rationale="Every critical claim is a direct observation.",
-        claim_checks=[
-            ClaimCheck(
-                claim_id="c1",
-                verification=Verification.DIRECT_OBSERVATION,
-                evidence_refs=["E1", "toolu_01"],
-                note="exact match",
-            )
-        ],
-        facts_checked=[FactCheck(claim_id="c1", classification=FactClass.DIRECT_EVIDENCE)],
-        evidence_gaps=[
-            EvidenceGap(description="no deploy history", critical=False, suggested_tool="deploys")
-        ],
-        executor_structured_output=VerifiedExecutorOutput(claims=[claim]),
-        verified_evidence=[evidence],
-        gatekeeper_result=gatekeeper,
-        composer_status=StageStatus.OK,
-        composer_output=ComposerOutput(
-            answer_summary="Upstream timeouts cause the 500s.",
-            recommended_actions=["Check the payment gateway latency."],
-            user_facing_answer="checkout-service returns HTTP 500 after upstream timeouts.",
-        ),
-        prompt_audit=PromptAudit(
-            version="2026-11",
-            prompts=[
-                PromptRef(role=role, name=f"{role}.main", version="3", sha256="ab" * 32)
-                for role in ("planner", "executor", "verifier", "composer")
-            ],
-        ),
-        traceability_version=TRACEABILITY_VERSION,
-        evidence_retry_count=0,
-    )
-    return SelfEvaluation(
-        rule_evaluation={"severity": "pass", "failed_rules": []},
-        aiops_rule_evaluation={"invocations": 2, "ready": 2, "no_evidence": 0},
-        verifier_evaluation=evaluation,
-    )
-
-
-def _result(run_id: str, *, fallback: bool = False) -> RunResult:
-    answer = FinalAnswer(
-        answer_summary="Upstream timeouts cause the 500s.",
-        recommended_actions=["Check the payment gateway latency."],
-        user_facing_answer="checkout-service returns HTTP 500 after upstream timeouts.",
-    )
-    return RunResult(
-        run_id=run_id,
-        status="FALLBACK" if fallback else "SUCCESS",
-        verdict=Verdict.REJECT if fallback else Verdict.PASS,
-        fallback_type=FallbackType.SEMANTIC_UNSUPPORTED if fallback else None,
-        final_answer=answer,
-        self_evaluation=_self_evaluation(Verdict.REJECT if fallback else Verdict.PASS),
-    )
-
-
-def _attempt(run_id: str, role: str = "verifier", number: int = 1, **fields: object) -> LlmAttempt:
-    values: dict[str, object] = {
-        "run_id": run_id,
-        "role": role,
-        "cycle": 1,
-        "attempt_number": number,
-        "prompt_name": f"{role}.main",
-        "prompt_version": "3",
-        "input_sha256": "0123456789abcdef" * 4,
-        "model": "claude-sonnet-4-5",
-        "latency_ms": 1234.5,
-        "input_tokens": 1500,
-        "output_tokens": 321,
-        "cache_read_tokens": 1024,
-        "cache_write_tokens": 64,
-        "cost_usd": 0.012345,
-        "outcome": "ok",
-        "error_type": None,
-        "created_at": datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC),
-    }
-    values.update(fields)
-    return LlmAttempt.model_validate(values)
-
-
-def _bundle(run_id: str | None = "source-run") -> RunBundle:
-    return RunBundle(
-        run_id=run_id,
-        session_id="session-1",
-        query=QUERY,
-        intent=Intent.DIAGNOSIS,
-        invocations=[_invocation("toolu_01"), _invocation("toolu_02", tool_name="query_metrics")],
-        executor_output_raw='{"claims": [{"claim_id": "c1"}]}\n',
-    )
 
 
 @contextmanager
@@ -299,9 +119,9 @@ def test_list_runs_newest_first_with_filters(store: RunStore) -> None:
 
 def test_duplicate_tool_call_id_raises_and_keeps_the_first_row(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    first = _invocation("toolu_01")
+    first = make_invocation("toolu_01")
     add_invocation(store, run_id, first)
-    add_invocation(store, run_id, _invocation("toolu_02"))
+    add_invocation(store, run_id, make_invocation("toolu_02"))
     intruder = ToolInvocation(
         tool_call_id="toolu_01",
         tool_name="query_metrics",
@@ -313,7 +133,7 @@ def test_duplicate_tool_call_id_raises_and_keeps_the_first_row(store: RunStore) 
     with pytest.raises(DuplicateToolCallError) as caught:
         add_invocation(store, run_id, intruder, turn=3)
     assert (caught.value.run_id, caught.value.tool_call_id) == (run_id, "toolu_01")
-    assert store.list_invocations(run_id) == [first, _invocation("toolu_02")]
+    assert store.list_invocations(run_id) == [first, make_invocation("toolu_02")]
     # Ids are unique per run, not globally.
     other = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     add_invocation(store, other, intruder)
@@ -322,13 +142,13 @@ def test_duplicate_tool_call_id_raises_and_keeps_the_first_row(store: RunStore) 
 
 def test_add_invocation_to_unknown_run_raises(store: RunStore) -> None:
     with pytest.raises(RunNotFoundError):
-        add_invocation(store, "missing", _invocation("toolu_01"))
+        add_invocation(store, "missing", make_invocation("toolu_01"))
 
 
 def test_complete_invocation_is_idempotent(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    add_invocation(store, run_id, _invocation("toolu_01", status=LifecycleStatus.PROJECTING))
-    projection = _projection(hits=[{"message": "OOMKilled"}])
+    add_invocation(store, run_id, make_invocation("toolu_01", status=LifecycleStatus.PROJECTING))
+    projection = make_projection(hits=[{"message": "OOMKilled"}])
     assert store.complete_invocation(
         run_id,
         "toolu_01",
@@ -373,7 +193,7 @@ def test_complete_invocation_of_unknown_call_raises(store: RunStore) -> None:
 
 def test_invocations_come_back_in_insertion_order(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    calls = [_invocation(call_id) for call_id in ("toolu_c", "toolu_a", "toolu_b")]
+    calls = [make_invocation(call_id) for call_id in ("toolu_c", "toolu_a", "toolu_b")]
     for turn, invocation in enumerate(calls):
         add_invocation(store, run_id, invocation, turn=turn)
     assert store.list_invocations(run_id) == calls
@@ -385,7 +205,7 @@ def test_invocations_come_back_in_insertion_order(store: RunStore) -> None:
 
 def test_projection_keeps_its_key_order(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    projection = _projection(zeta={"b": 1, "a": 2}, alpha=[3, 2, 1], mid="x")
+    projection = make_projection(zeta={"b": 1, "a": 2}, alpha=[3, 2, 1], mid="x")
     invocation = ToolInvocation(
         tool_call_id="toolu_01",
         tool_name="search_logs",
@@ -464,9 +284,10 @@ def test_attempts_round_trip_every_field(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     plus_two = timezone(timedelta(hours=2))
     attempts = [
-        _attempt(run_id, number=1, outcome="invalid_output", error_type="ValidationError"),
-        _attempt(run_id, number=2, created_at=datetime(2026, 11, 30, 14, 0, 1, tzinfo=plus_two)),
-        _attempt(run_id, role="composer", number=1, cycle=0, cost_usd=0.0, model="offline-x"),
+        make_attempt(run_id, number=1, outcome="invalid_output", error_type="ValidationError"),
+        make_attempt(run_id, number=2,
+                     created_at=datetime(2026, 11, 30, 14, 0, 1, tzinfo=plus_two)),
+        make_attempt(run_id, role="composer", number=1, cycle=0, cost_usd=0.0, model="offline-x"),
     ]
     for attempt in attempts:
         record_attempt(store, attempt)
@@ -478,7 +299,7 @@ def test_attempts_round_trip_every_field(store: RunStore) -> None:
 def test_attempt_without_time_gets_one(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     before = datetime.now(UTC)
-    record_attempt(store, _attempt(run_id, created_at=None))
+    record_attempt(store, make_attempt(run_id, created_at=None))
     (stored,) = store.list_attempts(run_id)
     assert stored.created_at is not None and stored.created_at >= before - timedelta(seconds=1)
     assert _is_utc(stored.created_at)
@@ -486,13 +307,13 @@ def test_attempt_without_time_gets_one(store: RunStore) -> None:
 
 def test_duplicate_attempt_raises_and_keeps_the_first(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    first = _attempt(run_id)
+    first = make_attempt(run_id)
     record_attempt(store, first)
     with pytest.raises(StoreError, match="duplicate model attempt"):
-        record_attempt(store, _attempt(run_id, outcome="error", input_tokens=1))
+        record_attempt(store, make_attempt(run_id, outcome="error", input_tokens=1))
     assert store.list_attempts(run_id) == [first]
     with pytest.raises(RunNotFoundError):
-        record_attempt(store, _attempt("missing"))
+        record_attempt(store, make_attempt("missing"))
 
 
 # -- state changes ------------------------------------------------------------------------
@@ -525,7 +346,7 @@ def test_advance_to_a_terminal_status_then_nothing_moves(store: RunStore) -> Non
 def test_finalize_writes_the_outcome_once(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     store.advance(run_id, expected_version=0, node="compose", status=RunStatus.RUNNING)
-    result = _result(run_id)
+    result = make_result(run_id)
     assert store.finalize(run_id, result, expected_version=1) is True
     record = store.get_run(run_id, tenant_id=TENANT)
     assert (record.status, record.verdict, record.fallback_type) == (
@@ -539,7 +360,7 @@ def test_finalize_writes_the_outcome_once(store: RunStore) -> None:
     (event,) = store.events_since(run_id, tenant_id=TENANT)
     assert (event.node, event.kind, event.payload["status"]) == ("finalize", "completed", "SUCCESS")
 
-    assert store.finalize(run_id, _result(run_id, fallback=True)) is False
+    assert store.finalize(run_id, make_result(run_id, fallback=True)) is False
     assert store.finalize(run_id, result, expected_version=1) is False
     assert store.get_run(run_id, tenant_id=TENANT) == record
     assert len(store.events_since(run_id, tenant_id=TENANT)) == 1
@@ -550,23 +371,23 @@ def test_finalize_with_a_stale_version_raises(store: RunStore) -> None:
     store.advance(run_id, expected_version=0, status=RunStatus.RUNNING)
     before = store.get_run(run_id, tenant_id=TENANT)
     with pytest.raises(StaleStateError):
-        store.finalize(run_id, _result(run_id), expected_version=0)
+        store.finalize(run_id, make_result(run_id), expected_version=0)
     assert store.get_run(run_id, tenant_id=TENANT) == before
     assert store.events_since(run_id, tenant_id=TENANT) == []
     with pytest.raises(RunNotFoundError):
-        store.finalize("missing", _result("missing"))
+        store.finalize("missing", make_result("missing"))
     with pytest.raises(StoreError, match="given for run"):
-        store.finalize(run_id, _result("another-run"))
+        store.finalize(run_id, make_result("another-run"))
 
 
 def test_finalize_is_one_transaction(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     with _refused_finalize_events(store):  # the event insert fails after the run's update
         with pytest.raises((StoreError, IntegrityError)):
-            store.finalize(run_id, _result(run_id, fallback=True))
+            store.finalize(run_id, make_result(run_id, fallback=True))
     record = store.get_run(run_id, tenant_id=TENANT)
     assert (record.status, record.version, record.final_answer) == (RunStatus.PENDING, 0, None)
-    assert store.finalize(run_id, _result(run_id, fallback=True)) is True
+    assert store.finalize(run_id, make_result(run_id, fallback=True)) is True
     record = store.get_run(run_id, tenant_id=TENANT)
     assert (record.status, record.fallback_type) == (
         RunStatus.FALLBACK,
@@ -576,7 +397,7 @@ def test_finalize_is_one_transaction(store: RunStore) -> None:
 
 def test_self_evaluation_round_trips_exactly(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    result = _result(run_id)
+    result = make_result(run_id)
     store.finalize(run_id, result)
     stored = store.get_run(run_id, tenant_id=TENANT).self_evaluation
     assert stored == result.self_evaluation
@@ -588,7 +409,7 @@ def test_datetimes_are_timezone_aware_utc(store: RunStore) -> None:
     before = datetime.now(UTC) - timedelta(seconds=1)
     run_id = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
     event = append_event(store, run_id, node="plan", kind="started")
-    store.finalize(run_id, _result(run_id))
+    store.finalize(run_id, make_result(run_id))
     record = store.get_run(run_id, tenant_id=TENANT)
     stamps = [record.created_at, record.updated_at, record.finished_at, event.created_at]
     stamps += [e.created_at for e in store.events_since(run_id, tenant_id=TENANT)]
@@ -610,7 +431,7 @@ def test_request_cancel_sets_the_flag_until_the_run_ends(store: RunStore) -> Non
     assert store.get_run(run_id, tenant_id=TENANT).cancel_requested is True
 
     finished = store.create_run(tenant_id=TENANT, query=QUERY, intent=Intent.DIAGNOSIS)
-    store.finalize(finished, _result(finished))
+    store.finalize(finished, make_result(finished))
     assert store.request_cancel(finished, tenant_id=TENANT) is False
     assert store.is_cancel_requested(finished) is False
     with pytest.raises(RunNotFoundError):
@@ -623,7 +444,7 @@ def test_request_cancel_sets_the_flag_until_the_run_ends(store: RunStore) -> Non
 
 
 def test_to_bundle_round_trips_a_stored_run(store: RunStore) -> None:
-    original = _bundle()
+    original = make_bundle()
     run_id = store.create_run(tenant_id=TENANT, query=original.query, intent=original.intent,
                               session_id="session-1")
     with pytest.raises(StoreError, match="no executor output"):
@@ -640,9 +461,9 @@ def test_to_bundle_round_trips_a_stored_run(store: RunStore) -> None:
 
 
 def test_save_verified_run_stores_everything(store: RunStore) -> None:
-    bundle = _bundle()
-    result = _result("verify-1")
-    attempts = [_attempt("verify-1", number=1), _attempt("verify-1", role="composer")]
+    bundle = make_bundle()
+    result = make_result("verify-1")
+    attempts = [make_attempt("verify-1", number=1), make_attempt("verify-1", role="composer")]
     events = [("gatekeep", "completed", {"severity": "pass"}), ("verify", "completed", {})]
     saved = store.save_verified_run(tenant_id=TENANT, bundle=bundle, result=result, events=events,
                                     attempts=attempts)
@@ -672,19 +493,19 @@ def test_save_verified_run_stores_everything(store: RunStore) -> None:
     ],
 )
 def test_save_verified_run_writes_nothing_on_failure(store: RunStore, breakage: str) -> None:
-    bundle = _bundle()
-    attempts = [_attempt("verify-1")]
+    bundle = make_bundle()
+    attempts = [make_attempt("verify-1")]
     if breakage == "duplicate_attempt":
-        attempts.append(_attempt("verify-1", outcome="error"))
+        attempts.append(make_attempt("verify-1", outcome="error"))
     elif breakage == "duplicate_tool_call":
-        invocations = [*bundle.invocations, _invocation("toolu_01")]
+        invocations = [*bundle.invocations, make_invocation("toolu_01")]
         bundle = bundle.model_copy(update={"invocations": invocations})
     else:
-        attempts.append(_attempt("other-run"))
+        attempts.append(make_attempt("other-run"))
     with pytest.raises(StoreError):
         store.save_verified_run(
             tenant_id=TENANT, bundle=bundle,
-            result=_result("verify-1"),
+            result=make_result("verify-1"),
             events=[("verify", "completed", {})],
             attempts=attempts,
         )

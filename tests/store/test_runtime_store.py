@@ -19,7 +19,7 @@ from pipeline.errors import (
     StoreUnavailableError,
 )
 from pipeline.store import RunStore, open_store
-from tests.store.test_conformance import _attempt, _invocation, _result
+from tests.store.samples import make_attempt, make_invocation, make_result
 from tests.store_rows import executor_output
 
 TENANT = "team-a"
@@ -34,7 +34,7 @@ def test_commit_node__one_transaction_under_the_version_lock(store: RunStore) ->
     assert (record.version, state, record.source) == (0, {"a": 1}, "/data/x")
     version = store.commit_node(
         run_id, expected_version=0, node="verify", state={"a": 2}, status=RunStatus.RUNNING,
-        events=[("verify", "completed", {"ok": True})], attempts=[_attempt(run_id)],
+        events=[("verify", "completed", {"ok": True})], attempts=[make_attempt(run_id)],
         executor_output_raw='{"claims": []}',
     )
     record, state = store.get_state(run_id, tenant_id=TENANT)
@@ -51,7 +51,7 @@ def test_commit_node__a_stale_copy_changes_nothing(store: RunStore) -> None:
     store.commit_node(run_id, expected_version=0, node="plan", state={"a": 2})
     with pytest.raises(StaleStateError):
         store.commit_node(run_id, expected_version=0, node="plan", state={"a": 3},
-                          events=[("plan", "completed", {})], attempts=[_attempt(run_id)])
+                          events=[("plan", "completed", {})], attempts=[make_attempt(run_id)])
     record, state = store.get_state(run_id, tenant_id=TENANT)
     assert (record.version, state) == (1, {"a": 2})
     assert store.events_since(run_id, tenant_id=TENANT) == [] and store.list_attempts(run_id) == []
@@ -68,7 +68,7 @@ def test_commit_node__refused_once_the_run_is_terminal(store: RunStore) -> None:
 def test_finalize__releases_nothing_after_a_cancel_request(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS)
     assert store.request_cancel(run_id, tenant_id=TENANT) is True
-    assert store.finalize(run_id, _result(run_id)) is False
+    assert store.finalize(run_id, make_result(run_id)) is False
     record = store.get_run(run_id, tenant_id=TENANT)
     assert record.status is RunStatus.CANCELLED
     assert record.final_answer is None and record.self_evaluation is None
@@ -78,55 +78,55 @@ def test_finalize__releases_nothing_after_a_cancel_request(store: RunStore) -> N
 def test_previous_turn__only_diagnosis_success_runs_of_the_session(store: RunStore) -> None:
     assert store.previous_turn(TENANT, "s1") is None
     ok = store.create_run(tenant_id=TENANT, query="first", intent=Intent.DIAGNOSIS, session_id="s1")
-    store.finalize(ok, _result(ok))
+    store.finalize(ok, make_result(ok))
     fallback = store.create_run(tenant_id=TENANT, query="second", intent=Intent.DIAGNOSIS,
                                 session_id="s1")
-    store.finalize(fallback, _result(fallback, fallback=True))
+    store.finalize(fallback, make_result(fallback, fallback=True))
     cancelled = store.create_run(tenant_id=TENANT, query="third", intent=Intent.DIAGNOSIS,
                                  session_id="s1")
     store.cancel_run(cancelled)
     knowledge = store.create_run(tenant_id=TENANT, query="how?", intent=Intent.KNOWLEDGE_QUERY,
                                  session_id="s1")
-    store.finalize(knowledge, _result(knowledge))
+    store.finalize(knowledge, make_result(knowledge))
     other = store.create_run(tenant_id=TENANT, query="elsewhere", intent=Intent.DIAGNOSIS,
                              session_id="s2")
-    store.finalize(other, _result(other))
+    store.finalize(other, make_result(other))
     previous = store.previous_turn(TENANT, "s1")
     assert previous is not None and previous.run_id == ok
 
 
 def test_commit_node__stores_calls_and_attempts_exactly(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS, state={})
-    pending = _invocation("toolu_01", status=LifecycleStatus.PROJECTING)
-    attempt = _attempt(run_id)
+    pending = make_invocation("toolu_01", status=LifecycleStatus.PROJECTING)
+    attempt = make_attempt(run_id)
     store.commit_node(run_id, expected_version=0, node="execute", state={"n": 1},
-                      invocations=[pending, _invocation("toolu_02")], attempts=[attempt],
+                      invocations=[pending, make_invocation("toolu_02")], attempts=[attempt],
                       turn=2)
-    assert store.list_invocations(run_id) == [pending, _invocation("toolu_02")]
+    assert store.list_invocations(run_id) == [pending, make_invocation("toolu_02")]
     assert store.list_attempts(run_id) == [attempt]
     head, state, _, invocations = store.get_node_input(run_id, with_invocations=True)
     assert (head.version, head.node, state) == (1, "execute", {"n": 1})
-    assert invocations == [pending, _invocation("toolu_02")]
+    assert invocations == [pending, make_invocation("toolu_02")]
 
 
 def test_commit_node__a_duplicate_writes_nothing(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=TENANT, query="why?", intent=Intent.DIAGNOSIS, state={})
     store.commit_node(run_id, expected_version=0, node="execute", state={},
-                      invocations=[_invocation("toolu_01")], attempts=[_attempt(run_id)])
+                      invocations=[make_invocation("toolu_01")], attempts=[make_attempt(run_id)])
     with pytest.raises(DuplicateToolCallError):
         store.commit_node(run_id, expected_version=1, node="execute", state={"lost": True},
-                          invocations=[_invocation("toolu_01")],
+                          invocations=[make_invocation("toolu_01")],
                           events=[("execute", "tool_calls", {})])
     # in a batch, the message names the id that was taken, not the batch
     with pytest.raises(DuplicateToolCallError, match="duplicate tool_call_id 'toolu_01' in run"):
         store.commit_node(run_id, expected_version=1, node="execute", state={"lost": True},
-                          invocations=[_invocation("toolu_03"), _invocation("toolu_01")])
+                          invocations=[make_invocation("toolu_03"), make_invocation("toolu_01")])
     with pytest.raises(DuplicateToolCallError, match="duplicate tool_call_id 'toolu_04' in run"):
         store.commit_node(run_id, expected_version=1, node="execute", state={"lost": True},
-                          invocations=[_invocation("toolu_04"), _invocation("toolu_04")])
+                          invocations=[make_invocation("toolu_04"), make_invocation("toolu_04")])
     with pytest.raises(StoreError, match="duplicate model attempt"):
         store.commit_node(run_id, expected_version=1, node="verify", state={"lost": True},
-                          attempts=[_attempt(run_id)], events=[("verify", "completed", {})])
+                          attempts=[make_attempt(run_id)], events=[("verify", "completed", {})])
     record, state = store.get_state(run_id, tenant_id=TENANT)
     assert (record.version, state) == (1, {})
     assert store.events_since(run_id, tenant_id=TENANT) == []

@@ -11,7 +11,7 @@ import pytest
 from models.common import Intent, RunStatus
 from pipeline.errors import InputError, RunNotFoundError
 from pipeline.store import RunStore
-from tests.store.test_conformance import _bundle, _invocation, _result
+from tests.store.samples import make_bundle, make_invocation, make_result
 from tests.store_rows import add_invocation, set_executor_output
 
 A, B = "team-a", "team-b"
@@ -31,13 +31,13 @@ READS: dict[str, Callable[[RunStore, str, str], Any]] = {
 
 def _exported_run(store: RunStore, tenant: str, *, session_id: str = "sre-42") -> str:
     """A finished DIAGNOSIS run of `tenant`, with events, invocations and Executor output."""
-    bundle = _bundle()
+    bundle = make_bundle()
     run_id = store.create_run(tenant_id=tenant, query=bundle.query, intent=Intent.DIAGNOSIS,
                               session_id=session_id, state={"next": {"node": "plan"}},
                               events=[("submit", "accepted", {})])
-    add_invocation(store, run_id, _invocation("toolu_01"))
+    add_invocation(store, run_id, make_invocation("toolu_01"))
     set_executor_output(store, run_id, bundle.executor_output_raw)
-    store.finalize(run_id, _result(run_id))
+    store.finalize(run_id, make_result(run_id))
     return run_id
 
 
@@ -101,7 +101,7 @@ def test_previous_turn__a_session_is_per_tenant(store: RunStore) -> None:
 def test_the_workers_reads_carry_the_owner(store: RunStore) -> None:
     run_id = store.create_run(tenant_id=B, query="why?", intent=Intent.DIAGNOSIS,
                               session_id="s", state={"next": {"node": "plan"}})
-    add_invocation(store, run_id, _invocation("toolu_01"))
+    add_invocation(store, run_id, make_invocation("toolu_01"))
     head, _, _, _ = store.get_node_input(run_id, with_executor_output=True,
                                          with_invocations=True)
     assert (head.tenant_id, head.session_id) == (B, "s")
@@ -110,8 +110,8 @@ def test_the_workers_reads_carry_the_owner(store: RunStore) -> None:
 
 
 def test_a_verified_run_is_saved_as_the_tenants(store: RunStore) -> None:
-    saved = store.save_verified_run(tenant_id=B, bundle=_bundle(), result=_result("verify-1"),
-                                    events=[], attempts=[])
+    saved = store.save_verified_run(tenant_id=B, bundle=make_bundle(),
+                                    result=make_result("verify-1"), events=[], attempts=[])
     assert store.get_run(saved, tenant_id=B).tenant_id == B
     _refusal(lambda: store.get_run(saved, tenant_id=A))
 
