@@ -2,14 +2,62 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from models.common import Contract, FallbackType, Intent, Verdict
 from models.evaluation import SelfEvaluation
+from models.executor import ClaimKind
 from models.invocation import ToolInvocation
 from models.verifier import RetryContext
+
+ImportFormat = Literal["anthropic", "openai", "otel", "files"]
+"""The public formats another agent's run is imported from."""
+
+
+class ImportedClaim(Contract):
+    """One claim (or recommended action) split from an imported answer's prose."""
+
+    claim_id: str = Field(min_length=1, description="Its id in executor_output_raw (c1, a1 ...).")
+    text: str = Field(min_length=1, description="As written: the answer's characters in span.")
+    start: int = Field(ge=0, description="Offset of its first character in the answer.")
+    end: int = Field(ge=0, description="Offset after its last character.")
+    kind: ClaimKind = Field(description="Kind read from its wording and heading.")
+    critical: bool = Field(description="A root cause, or a finding the conclusion rests on.")
+    hedged: bool = Field(description="Worded as a possibility: a HYPOTHESIS claim.")
+    action: bool = Field(description="A recommendation, kept as a recommended action.")
+    bound: bool = Field(description="The binder found tool output for it; False: it is not in "
+                        "executor_output_raw and cannot be verified.")
+
+
+class ImportedAnswer(Contract):
+    """Another agent's answer as it wrote it, and where each of its claims stands in it."""
+
+    format: ImportFormat = Field(description="The format it was imported from.")
+    agent: str | None = Field(default=None, description="The model or agent, if named.")
+    answer: str = Field(min_length=1, description="The final answer, as written.")
+    claims: list[ImportedClaim] = Field(description="Its claims and actions, in order.")
+
+    @model_validator(mode="after")
+    def _spans_within_answer(self) -> Self:
+        seen: set[str] = set()
+        for claim in self.claims:
+            if not claim.start < claim.end <= len(self.answer):
+                raise ValueError(f"claim {claim.claim_id}: span {claim.start}-{claim.end} is "
+                                 f"outside the answer ({len(self.answer)} characters)")
+            if self.answer[claim.start:claim.end] != claim.text:
+                raise ValueError(f"claim {claim.claim_id}: text is not the answer's characters "
+                                 f"{claim.start}-{claim.end}")
+            if claim.claim_id in seen:
+                raise ValueError(f"duplicate claim_id {claim.claim_id!r}")
+            seen.add(claim.claim_id)
+        return self
+
+    @property
+    def unverifiable_critical(self) -> list[str]:
+        """Critical claims no tool output was found for: they cap the verdict."""
+        return [c.claim_id for c in self.claims if c.critical and not c.bound and not c.action]
 
 
 class RunBundle(Contract):
@@ -25,6 +73,9 @@ class RunBundle(Contract):
     retry_context: RetryContext | None = Field(
         default=None, description="Set when the output came from the evidence-retry cycle."
     )
+    imported: ImportedAnswer | None = Field(
+        default=None, description="Set when the run is another agent's, imported: its answer "
+        "as written and the span of each claim (executor_output_raw holds the bound ones).")
 
 
 class FinalAnswer(Contract):

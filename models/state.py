@@ -42,6 +42,9 @@ class PipelineState(Contract):
     evidence_gaps: list[EvidenceGap] = Field(default_factory=list, description="Post-checked.")
     downgrades: list[str] = Field(default_factory=list, description="Post-check changes.")
     verdict_ceiling: Verdict | None = Field(default=None, description="From the Gatekeeper.")
+    unverifiable_critical: list[str] = Field(
+        default_factory=list, description="Critical claims of an imported answer that no tool "
+        "output was found for (not in the Executor output): the verdict cannot pass.")
     effective_verdict: Verdict | None = Field(default=None, description="After the rules.")
     runbook_steps: list[RunbookStep] = Field(
         default_factory=list, description="Steps of the runbooks verified claims cite.")

@@ -48,6 +48,20 @@ class VeritySettings(BaseSettings):
     projection_max_items: int = Field(
         default=50, gt=0, description="Upper bound of items kept in a stored projection."
     )
+    import_max_bytes: int = Field(
+        default=16 * 1024 * 1024, gt=0,
+        description="Largest file `verity import` and `verity check-answer` read (a transcript, "
+        "a trace, an answer or an evidence file), in bytes.",
+    )
+    import_projection_max_items: int = Field(
+        default=1000, gt=0,
+        description="Most lines (of a text tool output) or items per list (of a JSON one) kept "
+        "in an imported call's projection; what is cut is marked `truncated`.",
+    )
+    import_projection_max_bytes: int = Field(
+        default=128 * 1024, gt=0,
+        description="Upper bound of an imported call's projection, in bytes of JSON.",
+    )
     runtime_factory: str | None = Field(
         default=None,
         description="`module:function` taking VeritySettings and returning a Runtime, for "

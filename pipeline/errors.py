@@ -6,7 +6,9 @@
     │   ├── BundleError             not JSON, wrong shape, duplicate tool_call_id ...
     │   │   └── BundleTooDeepError  nests deeper than its limit (even where other problems of
     │   │                           the same text are left to a later step)
-    │   └── UnknownSourceError      no source of that name; refused at submit
+    │   ├── UnknownSourceError      no source of that name; refused at submit
+    │   └── TranscriptError         another agent's run that cannot be imported: malformed,
+    │                               a missing or duplicate tool call id, no answer
     ├── SourceError                 a data source's backend could not answer:
     │   │                           unreachable, timeout, 401, 5xx, malformed, too large; the
     │   │                           tool call ends ERROR, the run goes on
@@ -72,6 +74,11 @@ class BundleTooDeepError(BundleError):
 class UnknownSourceError(InputError):
     """No source of that name is configured (or the reference is not a source at all): an
     input error, refused at submit with nothing written."""
+
+
+class TranscriptError(InputError):
+    """Another agent's run (a transcript, a trace, answer and evidence files) that cannot be
+    imported. Its message is one line and says where in the file."""
 
 
 class SourceError(VerityError):

@@ -229,8 +229,10 @@ def verify_bundle(
     on content."""
     run_id = run_id or uuid.uuid4().hex
     retry = bundle.retry_context
-    pipeline = PipelineState(query=bundle.query, intent=bundle.intent, retry_context=retry,
-                             evidence_retry_count=retry.evidence_retry_count if retry else 0)
+    pipeline = PipelineState(
+        query=bundle.query, intent=bundle.intent, retry_context=retry,
+        evidence_retry_count=retry.evidence_retry_count if retry else 0,
+        unverifiable_critical=bundle.imported.unverifiable_critical if bundle.imported else [])
     plan = Plan(intent=bundle.intent, steps=[])
     state = RuntimeState(pipeline=pipeline, transcript=Transcript(query=bundle.query, plan=plan),
                          next=NextStep(node=Node.EXECUTE.value))

@@ -86,7 +86,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.model",),
     ("pipeline.store",),
     ("pipeline.rules", "pipeline.data"),
-    ("pipeline.scenarios",),
+    ("pipeline.scenarios", "pipeline.importers"),
     ("pipeline.sources", "pipeline.tools"),
     ("pipeline.run.cancellation",),
     ("pipeline.providers",),
@@ -114,7 +114,8 @@ own layer (siblings stay apart).
 - `pipeline.store`: persistence; it converts rows to contracts and knows nothing above.
 - `pipeline.rules` (pure deterministic rules) beside `pipeline.data` (incident records, the
   `DataSource` protocol and its queries, the runbook index): neither reads the other.
-- `pipeline.scenarios`: shipped scenario folders, read into records.
+- `pipeline.scenarios`: shipped scenario folders, read into records; beside it
+  `pipeline.importers`: other agents' runs read into bundles (over the rules).
 - `pipeline.sources` (implement `DataSource`) beside `pipeline.tools` (call it).
 - the model-call plumbing, each piece below its users: `run.cancellation` (the providers
   abandon a cancelled call), `pipeline.providers`, `run.attempts` (retries and attempt rows

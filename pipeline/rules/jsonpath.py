@@ -17,6 +17,7 @@ filters and descendant segments are errors.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 from typing import Any
@@ -157,6 +158,20 @@ def _hex4(path: str, pos: int) -> int:
     if match is None:
         raise PathError(f"expected four hex digits at offset {pos}")
     return int(match.group(), 16)
+
+
+def format_path(segments: tuple[Segment, ...]) -> str:
+    """The singular path of `segments`: `.name` where a member name allows it, `["..."]`
+    otherwise, `[3]` for an index (`parse_path(format_path(s)) == s`)."""
+    parts = ["$"]
+    for segment in segments:
+        if isinstance(segment, int):
+            parts.append(f"[{segment}]")
+        elif _NAME.fullmatch(segment):
+            parts.append(f".{segment}")
+        else:
+            parts.append(f"[{json.dumps(segment)}]")
+    return "".join(parts)
 
 
 def resolve(document: Any, path: str) -> Any:

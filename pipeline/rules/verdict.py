@@ -63,3 +63,12 @@ def effective_verdict(
     if verdict is Verdict.PASS and groundedness_score < PASS_MIN_GROUNDEDNESS:
         return Verdict.LOW_CONFID
     return verdict
+
+
+def imported_ceiling(ceiling: Verdict | None, unverifiable_critical: Sequence[str]
+                     ) -> Verdict | None:
+    """The ceiling of an imported answer: a critical claim that no tool output states counts
+    as unsupported (as a critical claim without a check does), so the answer cannot pass."""
+    if ceiling is None or not unverifiable_critical:
+        return ceiling
+    return min(ceiling, Verdict.LOW_CONFID, key=lambda v: v.rank)

@@ -13,6 +13,7 @@ from pipeline.rules.actions import runbook_steps
 from pipeline.rules.executor_output import parse_executor_output
 from pipeline.rules.gatekeeper import gatekeep, schema_problems
 from pipeline.rules.guards import unsaid_words
+from pipeline.rules.verdict import imported_ceiling
 from pipeline.rules.verifier_input import mark_untrusted
 from pipeline.run.nodes.common import (
     NodeContext,
@@ -54,9 +55,16 @@ def gatekeep_node(
     outcome = outcome.model_copy(update={
         "verified_evidence": mark_untrusted(outcome.verified_evidence, invocations),
         "unsaid": unsaid_words(outcome, invocations)})
+    if state.unverifiable_critical:
+        warnings = [*outcome.result.warnings, *(
+            f"critical claim {claim_id} of the imported answer: no tool output states its "
+            "facts; not verifiable" for claim_id in state.unverifiable_critical)]
+        outcome = outcome.model_copy(update={
+            "result": outcome.result.model_copy(update={"warnings": warnings})})
     update: dict[str, Any] = {
         "gatekeeper": outcome,
-        "verdict_ceiling": outcome.result.severity.ceiling,
+        "verdict_ceiling": imported_ceiling(outcome.result.severity.ceiling,
+                                            state.unverifiable_critical),
         "runbook_steps": runbook_steps(outcome.verified_evidence, invocations),
     }
     if outcome.result.severity.ceiling is None:

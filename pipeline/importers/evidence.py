@@ -1,0 +1,84 @@
+"""An imported tool call as a Verity invocation: its result bounded into a projection that
+evidence paths can address.
+
+- text (log lines, kubectl or command output) becomes `{"lines": [...]}`, one string a line,
+  so `$.lines[41]` binds the 42nd line; a text that is a JSON object or array is read as JSON;
+- JSON is kept as parsed under `result` (`$.result.pods[0].status.phase`);
+- a call the tool failed (`is_error`) or the source holds no result for ends ERROR, its text
+  kept as the error; an empty result is NO_EVIDENCE.
+
+Bounded as Verity's own projections are (items per list, characters per string, bytes in all),
+with `truncated` set when anything was cut."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from models.invocation import (
+    EvidenceStatus,
+    LifecycleStatus,
+    QueryScope,
+    ToolInvocation,
+)
+from pipeline.importers.record import ImportedCall
+from pipeline.rules.projection import bound_projection
+
+_ERROR_CHARS = 500
+_FILTER_CHARS = 300
+
+
+def result_value(result: Any) -> Any:
+    """A tool result as evidence: a text holding a JSON object or array is that JSON; other
+    text stays text."""
+    if isinstance(result, str):
+        stripped = result.strip()
+        if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+            try:
+                return json.loads(stripped)
+            except ValueError:
+                return result
+    return result
+
+
+def invocation_of(call: ImportedCall, *, max_items: int, max_bytes: int) -> ToolInvocation:
+    """The invocation of one imported call, its result bounded into a projection."""
+    scope = _scope(call.arguments)
+    base = {"tool_call_id": call.call_id, "tool_name": call.tool, "arguments": call.arguments}
+    if not call.answered:
+        return ToolInvocation(**base, status=LifecycleStatus.ERROR,
+                              evidence_status=EvidenceStatus.ERROR,
+                              error="the transcript holds no result for this call")
+    value = result_value(call.result)
+    if call.is_error:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        return ToolInvocation(**base, status=LifecycleStatus.ERROR,
+                              evidence_status=EvidenceStatus.ERROR,
+                              error=_one_line(text) or "the tool reported an error")
+    if isinstance(value, str):
+        lines = value.splitlines()
+        data: dict[str, Any] = {"lines": lines}
+        empty = not any(line.strip() for line in lines)
+    else:
+        data = {"result": value}
+        empty = value is None or value == {} or value == [] or value == ""
+    projection = bound_projection(data, scope=scope, max_items=max_items, max_bytes=max_bytes)
+    return ToolInvocation(
+        **base, status=LifecycleStatus.READY, projection=projection,
+        evidence_status=EvidenceStatus.NO_EVIDENCE if empty else EvidenceStatus.EVIDENCE_FOUND,
+    )
+
+
+def _scope(arguments: dict[str, Any]) -> QueryScope:
+    """What the call looked at, as far as its arguments say: a `service` argument, and the
+    arguments themselves as the filter (a negative observation is bounded by them)."""
+    service = arguments.get("service")
+    rendered = json.dumps(arguments, ensure_ascii=False, sort_keys=True) if arguments else None
+    if rendered is not None and len(rendered) > _FILTER_CHARS:
+        rendered = rendered[:_FILTER_CHARS] + "…"
+    return QueryScope(service=service if isinstance(service, str) else None, filter=rendered)
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _ERROR_CHARS else line[:_ERROR_CHARS] + "…"

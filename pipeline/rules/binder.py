@@ -1,0 +1,240 @@
+"""The binder: for a claim written without bindings (another agent's answer), the values in the
+run's tool outputs that carry its facts, as evidence bindings the Gatekeeper then checks like
+any other.
+
+Every value of every output is a candidate: each scalar (a log line of a text output, a string
+or number of a JSON one) and each small object (a log pattern, an alert, a metric series' peak,
+whose fields together state a fact and its context). A candidate supports a fact of the claim
+when it states the same fact (`FactSet.supports`: identifiers and names by whole token, numbers
+within the claim's rounding, times to the claim's precision). The binder takes, one by one, the
+candidate that supports the most of what is still unsupported (identifiers, codes and versions
+weigh most, then numbers and times, then names; the claim's own words break ties), so that each
+found fact is bound once. A fact found nowhere but stated with another value beside the claim's
+other facts (the same log line, another pool size) is bound where that value stands: the
+post-check then sees the difference and the claim is contradicted. A claim none of whose facts
+is found anywhere gets no binding: it cannot be an observation.
+
+A negative observation ("no alerts fired for payment-db") binds to a query that found nothing
+through its scope (`$.scope.service`, `$.scope.filter`), as the contract requires.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from models.executor import EvidenceBinding
+from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
+from pipeline.rules import lexicon
+from pipeline.rules.facts import Fact, FactKind, FactSet, extract_facts
+from pipeline.rules.jsonpath import Segment, format_path
+from pipeline.rules.projection import RESERVED_KEYS
+from pipeline.rules.text import normalize, value_text
+
+MAX_BINDINGS = 6
+"""Most bindings one claim gets: enough for a claim that restates a line, a deploy and a
+metric; more would make a claim of a whole answer."""
+
+_RECORD_CHARS = 600
+"""Largest object (as compact JSON) taken whole as one candidate; larger ones by their parts."""
+_MATCH_CHARS = 3000
+"""Longest candidate text bound whole; a longer value is bound by the fact it supports."""
+_WEIGHT = {FactKind.VERSION: 3.0, FactKind.ERROR_CODE: 3.0, FactKind.IDENTIFIER: 3.0,
+           FactKind.QUANTITY: 2.0, FactKind.TIMESTAMP: 2.0, FactKind.NAME: 1.5,
+           FactKind.SERVICE: 1.0}
+_WORD_WEIGHT = 0.2
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    invocation: ToolInvocation
+    path: str
+    text: str
+    facts: FactSet
+    stated: tuple[Fact, ...]
+    words: frozenset[str]
+
+
+def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = False
+         ) -> list[EvidenceBinding]:
+    """The bindings of `claim` (plain text) into `invocations`' projections; empty when none
+    of its facts is found."""
+    facts = _claim_facts(claim)
+    words = _content_words(claim)
+    if negative:
+        scoped = _scope_bindings(claim, words, invocations, room=MAX_BINDINGS)
+        if scoped:
+            return scoped
+    candidates = [c for inv in invocations if _usable(inv) for c in _candidates(inv)]
+    chosen = _supporting(facts, words, candidates)
+    supported = {f for c in chosen for f in facts if c.facts.supports(f)}
+    chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
+                           taken=chosen)
+    return [_binding(c, facts) for c in chosen[:MAX_BINDINGS]]
+
+
+def _claim_facts(claim: str) -> list[Fact]:
+    return list(dict.fromkeys(extract_facts(claim, single_digits=True)))
+
+
+def _content_words(text: str) -> frozenset[str]:
+    """Lowercase words of three letters or more, function words left out, a plural's "s"
+    dropped ("errors" meets "ERROR")."""
+    words = (w.casefold() for w in _WORD.findall(text))
+    return frozenset(w[:-1] if w.endswith("s") and len(w) > 3 else w for w in words
+                     if w not in lexicon.FUNCTION_WORDS and len(w) > 2)
+
+
+def _usable(invocation: ToolInvocation) -> bool:
+    return (invocation.status is LifecycleStatus.READY and invocation.projection is not None
+            and invocation.evidence_status is EvidenceStatus.EVIDENCE_FOUND)
+
+
+def _candidates(invocation: ToolInvocation) -> Iterator[_Candidate]:
+    assert invocation.projection is not None
+    document = invocation.projection.model_dump(mode="json")
+    for key, value in document.items():
+        if key not in RESERVED_KEYS:
+            yield from _walk(invocation, value, (key,))
+
+
+def _walk(invocation: ToolInvocation, value: Any, path: tuple[Segment, ...]
+          ) -> Iterator[_Candidate]:
+    if isinstance(value, dict):
+        text = value_text(value)
+        if value and len(text) <= _RECORD_CHARS and _flat(value):
+            yield _candidate(invocation, path, text)
+        for key, item in value.items():
+            yield from _walk(invocation, item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _walk(invocation, item, (*path, index))
+    elif value is not None and value != "":
+        yield _candidate(invocation, path, value_text(value))
+
+
+def _flat(record: dict[str, Any]) -> bool:
+    """A record of scalars (or lists of scalars): one log pattern, one deploy, one alert; not
+    a container of records, whose records are candidates of their own."""
+    return all(not isinstance(v, dict | list) or (
+        isinstance(v, list) and not any(isinstance(i, dict | list) for i in v))
+        for v in record.values())
+
+
+def _candidate(invocation: ToolInvocation, path: tuple[Segment, ...], text: str) -> _Candidate:
+    stated = tuple(extract_facts(text, single_digits=True))
+    return _Candidate(invocation, format_path(path), text, FactSet(stated, texts=[text]), stated,
+                      _content_words(text))
+
+
+def _supporting(facts: list[Fact], words: frozenset[str], candidates: list[_Candidate]
+                ) -> list[_Candidate]:
+    """Greedy cover of the claim's facts: each step the candidate adding the most weight."""
+    chosen: list[_Candidate] = []
+    open_facts = list(facts)
+    while open_facts and len(chosen) < MAX_BINDINGS:
+        best: _Candidate | None = None
+        best_score, best_found = 0.0, []
+        for candidate in candidates:
+            if candidate in chosen:
+                continue
+            found = [f for f in open_facts if candidate.facts.supports(f)]
+            if not found:
+                continue
+            score = sum(_WEIGHT[f.kind] for f in found) + _WORD_WEIGHT * len(
+                words & candidate.words)
+            better = score > best_score or (
+                score == best_score and best is not None and len(candidate.text) < len(best.text))
+            if better:
+                best, best_score, best_found = candidate, score, found
+        if best is None:
+            break
+        chosen.append(best)
+        open_facts = [f for f in open_facts if f not in best_found]
+    return chosen
+
+
+def _conflicting(unsupported: list[Fact], facts: list[Fact], words: frozenset[str],
+                 candidates: list[_Candidate], *, taken: list[_Candidate]) -> list[_Candidate]:
+    """For each fact found nowhere: the candidate that states another value of its kind and
+    shape beside the claim's context (another of its facts, or two of its words)."""
+    added: list[_Candidate] = []
+    context = [f for f in facts if f not in unsupported]
+    for fact in unsupported:
+        if fact.kind is FactKind.SERVICE or fact.kind is FactKind.NAME:
+            continue  # another service is an absence, never a contradiction
+        best, best_score = None, 0.0
+        for candidate in candidates:
+            if candidate in taken or candidate in added or not candidate.facts.conflicts(fact):
+                continue
+            shared = sum(_WEIGHT[f.kind] for f in context if candidate.facts.supports(f))
+            overlap = len(words & candidate.words)
+            if not shared and overlap < 2:
+                continue
+            score = shared + _WORD_WEIGHT * overlap + 2 * _closeness(fact, candidate.stated)
+            if score > best_score or (score == best_score and best is not None
+                                      and len(candidate.text) < len(best.text)):
+                best, best_score = candidate, score
+        if best is not None:
+            added.append(best)
+    return added
+
+
+def _closeness(fact: Fact, stated: Sequence[Fact]) -> float:
+    """How near the candidate's nearest value of the fact's kind and shape is (1 for a digit
+    swapped in a count, near 0 for another order of magnitude): the value the claim got
+    wrong is most likely the one closest to what it says."""
+    if fact.value is None:
+        return 0.0
+    near = [1 - abs(fact.value - other.value) / max(abs(fact.value), abs(other.value), 1e-9)
+            for other in stated
+            if other.kind is fact.kind and other.shape == fact.shape and other.value is not None]
+    return max(near, default=0.0)
+
+
+def _binding(candidate: _Candidate, facts: list[Fact]) -> EvidenceBinding:
+    text = candidate.text
+    if len(text) > _MATCH_CHARS:
+        found = [f.text for f in facts if candidate.facts.supports(f) and f.text in text]
+        text = max(found, key=len) if found else text[:_MATCH_CHARS]
+    return EvidenceBinding(invocation_id=candidate.invocation.tool_call_id,
+                           tool_name=candidate.invocation.tool_name, path=candidate.path,
+                           matched_text=normalize(text))
+
+
+def _scope_bindings(claim: str, words: frozenset[str], invocations: Sequence[ToolInvocation],
+                    *, room: int) -> list[EvidenceBinding]:
+    """A negative observation's bindings to queries that found nothing: the scope's service,
+    or the words of its filter, that the claim names."""
+    found: list[EvidenceBinding] = []
+    lowered = claim.casefold()
+    for invocation in invocations:
+        if len(found) >= room:
+            break
+        if (invocation.status is not LifecycleStatus.READY or invocation.projection is None
+                or invocation.evidence_status is not EvidenceStatus.NO_EVIDENCE):
+            continue
+        scope = invocation.projection.scope
+        service = scope.service
+        if service and service.casefold() in lowered:
+            found.append(EvidenceBinding(invocation_id=invocation.tool_call_id,
+                                         tool_name=invocation.tool_name,
+                                         path="$.scope.service", matched_text=service))
+            continue
+        shared = sorted(words & _content_words(scope.filter or ""), key=len, reverse=True)
+        if shared:
+            found.append(EvidenceBinding(invocation_id=invocation.tool_call_id,
+                                         tool_name=invocation.tool_name,
+                                         path="$.scope.filter",
+                                         matched_text=_as_written(scope.filter or "", shared[0])))
+    return found
+
+
+def _as_written(text: str, word: str) -> str:
+    """`word` as `text` spells it (the filter keeps its case; the word was case folded)."""
+    match = re.search(re.escape(word), text, re.IGNORECASE)
+    return match.group(0) if match else word
+
