@@ -21,6 +21,7 @@ from api.schemas import (
     BatchReport,
     Cancelled,
     CreateBatch,
+    CreateCheck,
     CreatedRun,
     CreateRun,
     ErrorBody,
@@ -36,6 +37,7 @@ from api.sse import EventStream, named_frame
 from client import VerityClient
 from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
+from models.check import CheckReport
 from models.common import RunStatus
 from models.run import RunRecord
 from pipeline.errors import InputError
@@ -233,6 +235,30 @@ def cancel_batch(batch_id: str, who: CallerDep) -> Cancelled:
 def resume_batch(batch_id: str, who: CallerDep) -> BatchRecord:
     """Send the batch's items left again; judged items are never judged twice."""
     return who.client.resume(batch_id)
+
+
+# -- other agents' answers -------------------------------------------------------------------
+
+@router.post("/checks", status_code=201, response_model=CheckReport, tags=["checks"],
+             responses=_ERRORS)
+def create_check(body: CreateCheck, request: Request, who: CallerDep) -> JSONResponse:
+    """Check another agent's answer claim by claim against the tool output it was given; the
+    check is stored as one of the tenant's runs (`GET /runs/{run_id}`, `GET /checks/{run_id}`).
+    Counted against the token's runs per minute, as a run is."""
+    state_of(request).limiter.take(who.token.token_id)
+    report = who.client.check(
+        format=body.format, transcript=body.transcript_text(), answer=body.answer,
+        evidence=[(e.name, e.content) for e in body.evidence], question=body.question,
+        provider=body.provider)
+    return JSONResponse(report.model_dump(mode="json"), status_code=201,
+                        headers={"location": f"/checks/{report.run_id}"})
+
+
+@router.get("/checks/{run_id}", response_model=CheckReport, tags=["checks"],
+            responses=_ERRORS)
+def get_check(run_id: str, who: CallerDep) -> CheckReport:
+    """A stored check: the imported answer with each claim's judgement and bindings."""
+    return who.client.check_report(run_id)
 
 
 # -- sources and health -----------------------------------------------------------------------

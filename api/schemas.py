@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal, Self
@@ -10,6 +11,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from models.batch import BatchRecord, Selection
+from models.bundle import ImportFormat
 from models.common import RunStatus
 from models.run import RunEvent, RunRecord
 
@@ -131,6 +133,47 @@ class CreateBatch(Body):
     message_batches: bool = Field(
         default=False, description="Claude through Message Batches (provider anthropic).")
     chunk_size: int = Field(default=50, ge=1, le=1000, description="Items per chunk task.")
+
+
+class EvidenceFile(Body):
+    """One tool output of a plain-files check: a `.json` name is read as JSON, any other as
+    text lines."""
+
+    name: str = Field(min_length=1, max_length=255, description="Its file name.")
+    content: str = Field(description="Its text.")
+
+
+class CreateCheck(Body):
+    """`POST /checks`: another agent's answer to check, claim by claim, against the tool
+    output it was given. `anthropic`, `openai` and `otel` carry the `transcript` (a Messages
+    or Chat Completions transcript, or OTLP JSON lines); `files` carries the `answer` and its
+    `evidence`."""
+
+    format: ImportFormat = Field(description="anthropic, openai, otel or files.")
+    transcript: str | dict[str, Any] | list[Any] | None = Field(
+        default=None, description="The transcript or trace: its text, or its JSON.")
+    answer: str | None = Field(default=None, description="The answer (format files).")
+    evidence: list[EvidenceFile] = Field(
+        default_factory=list, max_length=256, description="Tool outputs (format files).")
+    question: str | None = Field(default=None, min_length=1, max_length=4000,
+                                 description="The question answered (else the transcript's).")
+    provider: ProviderName | None = Field(
+        default=None, description="offline or anthropic (default: the server's provider).")
+
+    @model_validator(mode="after")
+    def _inputs_of_the_format(self) -> Self:
+        if self.format == "files":
+            if self.answer is None or self.transcript is not None:
+                raise ValueError("format files takes answer (and evidence), not transcript")
+        elif self.transcript is None or self.answer is not None or self.evidence:
+            raise ValueError(f"format {self.format} takes transcript, not answer or evidence")
+        return self
+
+    def transcript_text(self) -> str | None:
+        """The transcript as text (JSON sent as JSON is written back as text)."""
+        if self.transcript is None or isinstance(self.transcript, str):
+            return self.transcript
+        return json.dumps(self.transcript, ensure_ascii=False)
 
 
 class BatchReport(BaseModel):

@@ -10,29 +10,24 @@ one JSON object on stdout and nothing else.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from enum import StrEnum
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from typer.exceptions import Abort, TyperException
 
-from cli import batch, runs, serve, sources, tokens
+from cli import batch, check, runs, serve, sources, tokens
+from cli.inputs import VerifyProvider, emit_json, open_run_store, read_input, verify_models
 from cli.render import print_result, print_usage
 from cli.runs import TenantOption, tenant_of
 from cli.schemas import SCHEMAS
-from models.bundle import FinalAnswer, RunResult
+from models.bundle import RunResult
 from models.run import RunRecord
-from pipeline.agents.offline_verifier import OfflineVerifier
-from pipeline.agents.template_composer import TemplateComposer
-from pipeline.config import VeritySettings, resolve_database_url
-from pipeline.errors import BundleError, InputError, StoreError, VerityError
-from pipeline.model import Model
-from pipeline.store import RunStore, open_store
+from pipeline.checks import result_of
+from pipeline.config import VeritySettings
+from pipeline.errors import InputError, StoreError, VerityError
 from pipeline.verification import load_bundle, verify_bundle
 
 app = typer.Typer(
@@ -44,60 +39,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 _out = Console(soft_wrap=False)
-
-
-def _emit_json(payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-
-
-def _read_input(path: str, *, max_bytes: int) -> str:
-    """The text of a file or of stdin; more than `max_bytes` is refused before it is all read."""
-    if path == "-":
-        text = sys.stdin.read(max_bytes + 1)
-    else:
-        file = Path(path)
-        if not file.is_file():
-            raise InputError(f"no such file: {path}")
-        if file.stat().st_size > max_bytes:
-            raise BundleError(f"bundle is larger than {max_bytes} bytes (VERITY_BUNDLE_MAX_BYTES)")
-        try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"{path} is not UTF-8 text") from None
-    if len(text) > max_bytes:
-        raise BundleError(f"bundle is larger than {max_bytes} bytes (VERITY_BUNDLE_MAX_BYTES)")
-    return text
-
-
-def _open_store() -> RunStore:
-    return open_store(resolve_database_url(VeritySettings()))
-
-
-class VerifyProvider(StrEnum):
-    """Who judges and writes up a bundle in `verity verify`."""
-
-    OFFLINE = "offline"
-    ANTHROPIC = "anthropic"
-
-
-_MISSING_KEY = ("ANTHROPIC_API_KEY is not set: set it to verify with Claude, or use "
-                "--provider offline")
-
-
-def _verify_models(
-    provider: VerifyProvider, settings: VeritySettings
-) -> tuple[Model, Model]:
-    """The Verifier and Composer of `verity verify`: the offline ones, or Claude's built as a
-    live run builds them (`claude_agents`: model per role, ANTHROPIC_BASE_URL, retries)."""
-    if provider is VerifyProvider.OFFLINE:
-        return OfflineVerifier(), TemplateComposer()
-    key = settings.anthropic_api_key
-    if key is None or not key.get_secret_value():
-        raise InputError(_MISSING_KEY)
-    from pipeline.factory import claude_agents  # the SDK is imported only when used
-
-    agents = claude_agents(settings)
-    return agents.verifier, agents.composer
 
 
 @app.command()
@@ -113,18 +54,18 @@ def verify(
     """Run parse → gatekeep → verify → compose (or the fallback) on a run bundle."""
     owner = tenant_of(tenant)
     settings = VeritySettings()
-    parsed = load_bundle(_read_input(bundle, max_bytes=settings.bundle_max_bytes),
+    parsed = load_bundle(read_input(bundle, max_bytes=settings.bundle_max_bytes),
                          settings=settings)
-    verifier, composer = _verify_models(provider, settings)
+    verifier, composer = verify_models(provider, settings)
     run = verify_bundle(parsed, verifier=verifier, composer=composer, settings=settings)
     if store:
-        with _open_store() as run_store:
+        with open_run_store() as run_store:
             run_store.save_verified_run(
                 tenant_id=owner, bundle=parsed, result=run.result, events=run.events,
                 attempts=run.attempts,
             )
     if as_json:
-        _emit_json(run.result.model_dump(mode="json"))
+        emit_json(run.result.model_dump(mode="json"))
         return
     print_result(_out, run.result, title=parsed.query)
     if store:
@@ -139,7 +80,7 @@ def show(
 ) -> None:
     """Print a stored run: its answer, verdict, claims, tool calls and model attempts."""
     owner = tenant_of(tenant)
-    with _open_store() as run_store:
+    with open_run_store() as run_store:
         record = run_store.get_run(run_id, tenant_id=owner)  # the tenant's, or not found
         invocations = run_store.list_invocations(run_id)
         attempts = run_store.list_attempts(run_id)
@@ -159,7 +100,7 @@ def show(
             "cost_usd": round(sum(a.cost_usd for a in attempts), 6),
         }
         payload["events"] = [e.model_dump(mode="json") for e in events]
-        _emit_json(payload)
+        emit_json(payload)
         return
     result = _as_result(record)
     if result is None:
@@ -170,15 +111,10 @@ def show(
 
 
 def _as_result(record: RunRecord) -> RunResult | None:
-    if record.self_evaluation is None or record.status.value not in ("SUCCESS", "FALLBACK"):
+    try:
+        return result_of(record)
+    except InputError:
         return None
-    return RunResult(
-        run_id=record.run_id, status=record.status.value, verdict=record.verdict,
-        fallback_type=record.fallback_type,
-        final_answer=record.final_answer or FinalAnswer(
-            answer_summary="", recommended_actions=[], user_facing_answer=""),
-        self_evaluation=record.self_evaluation,
-    )
 
 
 @app.command()
@@ -189,10 +125,12 @@ def schema(
     model = SCHEMAS.get(name)
     if model is None:
         raise InputError(f"unknown schema {name!r}; known: {', '.join(sorted(SCHEMAS))}")
-    _emit_json(model.model_json_schema())
+    emit_json(model.model_json_schema())
 
 
 app.command()(runs.run)
+app.command("check-answer")(check.check_answer)
+app.command("import")(check.import_run)
 app.command()(batch.runs)
 app.command()(batch.reverify)
 app.command("reverify-report")(batch.reverify_report)

@@ -15,6 +15,7 @@ the server's one line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ import httpx
 from client.wait import wait_for_end
 from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
+from models.check import CheckReport
 from models.run import RunEvent, RunRecord
 from pipeline.errors import (
     BatchNotFoundError,
@@ -104,6 +106,24 @@ class HttpVerityClient:
     def bundle(self, run_id: str) -> RunBundle:
         """The run as a bundle `verity verify` accepts."""
         return RunBundle.model_validate(self._call("GET", f"/runs/{run_id}/bundle", ident=run_id))
+
+    # -- other agents' answers ----------------------------------------------------------------
+
+    def check(self, *, format: str, transcript: str | None = None, answer: str | None = None,
+              evidence: Sequence[tuple[str, str]] = (), question: str | None = None,
+              provider: str | None = None) -> CheckReport:
+        """Check another agent's answer and store the check (`POST /checks`)."""
+        body: dict[str, Any] = {"format": format, "question": question, "provider": provider}
+        if format == "files":
+            body |= {"answer": answer,
+                     "evidence": [{"name": n, "content": c} for n, c in evidence]}
+        else:
+            body["transcript"] = transcript
+        return CheckReport.model_validate(self._call("POST", "/checks", json=body))
+
+    def check_report(self, run_id: str) -> CheckReport:
+        """A stored check's report."""
+        return CheckReport.model_validate(self._call("GET", f"/checks/{run_id}", ident=run_id))
 
     # -- batches ------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -37,9 +38,13 @@ from client.http import HttpVerityClient
 from client.wait import RunTimeoutError, wait_for_end
 from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
+from models.check import CheckReport
 from models.common import RunStatus
 from models.run import RunEvent, RunRecord
 from models.state import RuntimeState
+from pipeline.checks import check as check_answer
+from pipeline.checks import result_of
+from pipeline.checks import save as save_check
 from pipeline.config import VeritySettings, check_settings
 from pipeline.errors import (
     BatchNotFoundError,
@@ -49,7 +54,11 @@ from pipeline.errors import (
     StoreError,
     VerityError,
 )
+from pipeline.factory import batch_judges
 from pipeline.ids import check_batch_id, check_tenant_id
+from pipeline.importers.files import parse_files
+from pipeline.importers.formats import parse_transcript
+from pipeline.importers.report import check_report
 from pipeline.reverify import build_report
 from pipeline.run.runtime import Runtime
 from pipeline.sources.resolve import resolve_source
@@ -175,15 +184,11 @@ class VerityClient:
         InputError for a bad provider, chunk size or batch id (or one that exists);
         ConfigurationError for `anthropic` without a key; BrokerUnavailableError (the batch
         deleted again) if the broker cannot be reached."""
-        provider = provider or self.runtime.settings.resolved_provider()
-        if provider not in PROVIDERS:
-            raise InputError(f"provider must be one of {', '.join(PROVIDERS)}, not {provider!r}")
+        provider = self._provider(provider)
         if message_batches and provider != "anthropic":
             raise InputError("Message Batches need --provider anthropic")
         if not 1 <= chunk_size <= MAX_CHUNK_SIZE:
             raise InputError(f"chunk size must be between 1 and {MAX_CHUNK_SIZE}")
-        if provider == "anthropic" and not self.runtime.settings.anthropic_api_key:
-            raise ConfigurationError("--provider anthropic needs ANTHROPIC_API_KEY")
         batch_id = check_batch_id(batch_id) if batch_id else uuid.uuid4().hex
         store = self.runtime.store
         try:
@@ -201,6 +206,16 @@ class VerityClient:
             store.delete_batch(batch_id)
             raise
         return batch
+
+    def _provider(self, provider: str | None) -> str:
+        """`provider`, else the configured one; InputError for an unknown one,
+        ConfigurationError for `anthropic` without a key."""
+        provider = provider or self.runtime.settings.resolved_provider()
+        if provider not in PROVIDERS:
+            raise InputError(f"provider must be one of {', '.join(PROVIDERS)}, not {provider!r}")
+        if provider == "anthropic" and not self.runtime.settings.anthropic_api_key:
+            raise ConfigurationError("--provider anthropic needs ANTHROPIC_API_KEY")
+        return provider
 
     def resume(self, batch_id: str) -> BatchRecord:
         """Send a batch's items left again (after a cancel, or workers that died); items
@@ -234,6 +249,40 @@ class VerityClient:
             revoke_pending(run_id, record.version, RuntimeState.model_validate(raw).next)
         return cancelled
 
+
+    # -- other agents' answers ----------------------------------------------------------------
+
+    def check(self, *, format: str, transcript: str | None = None, answer: str | None = None,
+              evidence: Sequence[tuple[str, str]] = (), question: str | None = None,
+              provider: str | None = None) -> CheckReport:
+        """Check another agent's answer, claim by claim, and store the check as one of the
+        tenant's runs (origin `import`; its id is the report's `run_id`). `format` is
+        `anthropic`, `openai` or `otel` with the `transcript` text, or `files` with the
+        `answer` text and `evidence` as (file name, text) pairs. The Verifier and Composer are
+        `provider`'s (default the configured one). TranscriptError (an InputError, one line)
+        for an input that cannot be imported; nothing is stored then."""
+        chosen = self._provider(provider)
+        if format == "files":
+            if answer is None:
+                raise InputError("format files needs the answer's text")
+            imported = parse_files(("answer", answer), list(evidence))
+        else:
+            if transcript is None:
+                raise InputError(f"format {format} needs the transcript's text")
+            imported = parse_transcript(transcript, format)
+        verifier, composer = batch_judges(self.runtime.settings, chosen)
+        checked = check_answer(imported, verifier=verifier, composer=composer,
+                               question=question, settings=self.runtime.settings)
+        save_check(self.runtime.store, checked, tenant_id=self.tenant)
+        return checked.report
+
+    def check_report(self, run_id: str) -> CheckReport:
+        """The check report of one of the tenant's stored imported runs (InputError for a run
+        that is not one; RunNotFoundError if the tenant has no such run)."""
+        record = self.get(run_id)
+        if record.origin != "import" or record.self_evaluation is None:
+            raise InputError(f"run {run_id} is not an imported answer's check")
+        return check_report(self.bundle(run_id), result_of(record))
 
     # -- reads for the HTTP API ---------------------------------------------------------------
 

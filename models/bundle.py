@@ -38,6 +38,9 @@ class ImportedAnswer(Contract):
     agent: str | None = Field(default=None, description="The model or agent, if named.")
     answer: str = Field(min_length=1, description="The final answer, as written.")
     claims: list[ImportedClaim] = Field(description="Its claims and actions, in order.")
+    trace_id: str | None = Field(default=None, description="The source trace (otel), if any.")
+    span_id: str | None = Field(default=None, description="The span that wrote the answer.")
+    response_id: str | None = Field(default=None, description="The provider's response id.")
 
     @model_validator(mode="after")
     def _spans_within_answer(self) -> Self:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
-from models.bundle import FinalAnswer
+from models.bundle import FinalAnswer, ImportedAnswer
 from models.common import Contract, FallbackType, Intent, RunStatus, Verdict
 from models.evaluation import SelfEvaluation
 from models.state import NextStep
@@ -51,8 +51,8 @@ class LlmAttempt(Contract):
 
 class RunRecord(Contract):
     """A diagnosis_run row as a contract. Its JSON (the HTTP API's) keeps the names the fields
-    had before `source` meant a data source: `source` (run or verify), `source_run_id`,
-    `data_source`."""
+    had before `source` meant a data source: `source` (run, verify or import),
+    `source_run_id`, `data_source`."""
 
     model_config = ConfigDict(serialize_by_alias=True)
 
@@ -69,9 +69,13 @@ class RunRecord(Contract):
     final_answer: FinalAnswer | None = Field(default=None, description="Released answer.")
     self_evaluation: SelfEvaluation | None = Field(default=None, description="Audit record.")
     origin: str = Field(default="run", serialization_alias="source",
-                        description="How the run was made: run (submitted) or verify (a bundle).")
+                        description="How the run was made: run (submitted), verify (a bundle) "
+                        "or import (another agent's run, checked).")
     origin_run_id: str | None = Field(default=None, serialization_alias="source_run_id",
-                                      description="Bundle's run id for verify.")
+                                      description="Bundle's run id for verify and import.")
+    imported: ImportedAnswer | None = Field(
+        default=None, description="The imported agent's answer as written, with its claims' "
+        "spans; None for Verity's own runs.")
     cancel_requested: bool = Field(default=False, description="Cancellation flag.")
     evidence_retry_count: int = Field(default=0, ge=0, description="Evidence retries done.")
     source: str | None = Field(default=None, serialization_alias="data_source",

@@ -106,14 +106,16 @@ class DiagnosisRunRow(Base):
     fallback_type: Mapped[str | None] = mapped_column(String(64))
     final_answer: Mapped[dict[str, Any] | None] = mapped_column(_json())
     self_evaluation: Mapped[dict[str, Any] | None] = mapped_column(_json())
-    # run or verify: RunRecord.origin. Attributes keep their columns' names (the store reads
-    # Core rows of these columns by name); the run's data source is `data_source` below.
+    # run, verify or import: RunRecord.origin. Attributes keep their columns' names (the store
+    # reads Core rows of these columns by name); the run's data source is `data_source` below.
     source: Mapped[str] = mapped_column(String(16), default="run", server_default="run")
     source_run_id: Mapped[str | None] = mapped_column(String(64))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     evidence_retry_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     # Kept only for `verity export`; never copied into self_evaluation.
     executor_output_raw: Mapped[str | None] = mapped_column(Text)
+    # An imported run's answer as written, with its claims' spans (RunBundle.imported).
+    imported_json: Mapped[dict[str, Any] | None] = mapped_column(_json())
     # The runtime's working state between nodes (plan, transcript, pipeline outputs).
     state: Mapped[dict[str, Any] | None] = mapped_column(_json())
     # Where the run's tools read incident data (a scenario folder here).

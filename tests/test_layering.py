@@ -96,7 +96,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.factory",),
     ("pipeline.inprocess",),
     ("pipeline.verification",),
-    ("pipeline.reverify",),
+    ("pipeline.reverify", "pipeline.checks"),
     ("tasks",),
     ("client",),
     ("api",),

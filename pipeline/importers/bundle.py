@@ -64,7 +64,8 @@ def to_bundle(run: ImportedRun, *, question: str | None = None,
         invocations=invocations,
         executor_output_raw=json.dumps(output.model_dump(mode="json"), ensure_ascii=False),
         imported=ImportedAnswer(format=run.format, agent=run.agent, answer=run.answer,
-                                claims=imported),
+                                claims=imported, trace_id=run.trace_id, span_id=run.span_id,
+                                response_id=run.response_id),
     )
 
 

@@ -40,3 +40,9 @@ class ImportedRun:
     question: str | None = None
     agent: str | None = None
     """The model or agent that wrote the answer, when the source names it."""
+    trace_id: str | None = None
+    """The trace of a run imported from OpenTelemetry (32 hex digits)."""
+    span_id: str | None = None
+    """The span that wrote the answer (16 hex digits): evaluation events are parented to it."""
+    response_id: str | None = None
+    """The provider's id of the response that holds the answer, when the source has it."""

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from models.batch import BatchRecord, BatchStatus, ItemDetail, ItemRecord, ItemStatus, Selection
-from models.bundle import FinalAnswer, RunBundle
+from models.bundle import FinalAnswer, ImportedAnswer, RunBundle
 from models.common import FallbackType, Intent, RunStatus, Verdict
 from models.evaluation import SelfEvaluation
 from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
@@ -34,6 +34,16 @@ def dump_projection(projection: Projection | None) -> dict[str, Any] | None:
 def jsonable(payload: dict[str, Any]) -> dict[str, Any]:
     """Enum members and other JSON-able values as plain JSON types."""
     return {k: v.value if isinstance(v, Enum) else v for k, v in payload.items()}
+
+
+def dump_imported(imported: ImportedAnswer | None) -> dict[str, Any] | None:
+    """An imported answer as the JSON document stored in `imported_json`."""
+    return imported.model_dump(mode="json") if imported is not None else None
+
+
+def imported_answer(raw: Any) -> ImportedAnswer | None:
+    """The stored `imported_json` document as an imported answer; None for none."""
+    return ImportedAnswer.model_validate(raw) if raw is not None else None
 
 
 def record(row: Any, *, with_answer: bool = True, with_evaluation: bool = True,
@@ -66,6 +76,7 @@ def record(row: Any, *, with_answer: bool = True, with_evaluation: bool = True,
         ),
         origin=row.source,
         origin_run_id=row.source_run_id,
+        imported=imported_answer(row.imported_json),
         cancel_requested=row.cancel_requested,
         evidence_retry_count=row.evidence_retry_count,
         source=row.data_source,
@@ -193,7 +204,8 @@ def judgeable(row: Any, invocations: list[Any]) -> tuple[RunRecord, RunBundle] |
                                        c.evidence_status, c.projection_json, c.error)
                          for c in invocations],
             executor_output_raw=row.executor_output_raw,
-            retry_context=RetryContext.model_validate(row.retry) if row.retry else None)
+            retry_context=RetryContext.model_validate(row.retry) if row.retry else None,
+            imported=stored.imported)
     except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError included
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"the stored run is corrupt: {first}"
@@ -214,6 +226,7 @@ def bundle(row: Any, invocations: list[ToolInvocation]) -> RunBundle:
         invocations=invocations,
         executor_output_raw=row.executor_output_raw,
         retry_context=RetryContext.model_validate(retry_context) if retry_context else None,
+        imported=imported_answer(row.imported_json),
     )
 
 

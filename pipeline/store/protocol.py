@@ -208,7 +208,8 @@ class RunStore(AttemptJournal, Protocol):
         attempts: list[LlmAttempt],
     ) -> str:
         """Store a `verity verify` outcome as a new finalized run of `tenant_id`; all of it or
-        nothing."""
+        nothing. A bundle with an `imported` section keeps it (`RunRecord.imported`, and the
+        bundle `to_bundle` gives back) and is of origin `import`; any other, `verify`."""
         ...
 
     def get_run(self, run_id: str, *, tenant_id: str) -> RunRecord:

@@ -327,10 +327,11 @@ class SqlStore(RunStore):
             intent=bundle.intent,
             status=RunStatus.RUNNING,
             session_id=bundle.session_id,
-            source="verify",
+            source="import" if bundle.imported is not None else "verify",
             source_run_id=bundle.run_id,
             executor_output_raw=bundle.executor_output_raw,
         )
+        row.imported_json = convert.dump_imported(bundle.imported)
         row.event_seq, row.invocation_seq = len(events), len(bundle.invocations)
         with self._db.write() as session:
             rows.add_run(session, row)

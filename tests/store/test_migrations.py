@@ -57,12 +57,16 @@ def _revision(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
-def _downgrade_to_base(engine: Engine) -> None:
+def _downgrade_to(engine: Engine, revision: str) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.downgrade(config, "base")
+        command.downgrade(config, revision)
+
+
+def _downgrade_to_base(engine: Engine) -> None:
+    _downgrade_to(engine, "base")
 
 
 def _backs_constraint(index: Any) -> bool:
@@ -71,7 +75,7 @@ def _backs_constraint(index: Any) -> bool:
 
 def test_migrated_schema_equals_the_table_metadata(engine: Engine) -> None:
     upgrade_schema(engine)
-    assert _revision(engine) == _head() == "0007"
+    assert _revision(engine) == _head() == "0008"
     assert _diffs(engine) == []
 
 
@@ -158,3 +162,31 @@ def test_tenants__runs_stored_before_0005_belong_to_default(engine: Engine) -> N
         assert store.previous_turn("team-b", "sre-42") is None
         with pytest.raises(RunNotFoundError, match="^no run with id 'old-1'$"):
             store.get_run("old-1", tenant_id="team-b")
+
+
+def _columns(engine: Engine, table: str) -> set[str]:
+    return {column["name"] for column in inspect(engine).get_columns(table)}
+
+
+def test_imported_answer__0008_adds_imported_json_and_downgrades_without_it(
+        engine: Engine) -> None:
+    _upgrade_to(engine, "0007")
+    insert = text(
+        "INSERT INTO diagnosis_run (run_id, tenant_id, query, intent, status, source, "
+        "created_at, updated_at) VALUES ('old-1', :tenant, 'why?', 'DIAGNOSIS', 'SUCCESS', "
+        "'verify', :now, :now)")
+    with engine.begin() as connection:
+        connection.execute(insert, {"tenant": TENANT, "now": datetime.now(UTC)})
+    assert "imported_json" not in _columns(engine, "diagnosis_run")
+    _upgrade_to(engine, "0008")
+    assert "imported_json" in _columns(engine, "diagnosis_run")
+    assert _diffs(engine) == []
+    with store_for(engine) as store:
+        old = store.get_run("old-1", tenant_id=TENANT)
+        assert (old.origin, old.imported) == ("verify", None)
+    _downgrade_to(engine, "0007")
+    assert _revision(engine) == "0007"
+    assert "imported_json" not in _columns(engine, "diagnosis_run")
+    with engine.connect() as connection:
+        kept = connection.execute(text("SELECT source FROM diagnosis_run")).scalars().all()
+    assert kept == ["verify"]

@@ -1,0 +1,139 @@
+"""The plain files importer and the format table: an answer and evidence files read exactly
+(one call per file, ids made from the names, JSON parsed, text kept), each call a valid
+invocation, and every bad input a one-line TranscriptError that names the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models.invocation import EvidenceStatus, LifecycleStatus
+from pipeline.errors import TranscriptError
+from pipeline.importers.evidence import invocation_of
+from pipeline.importers.files import base_name, parse_files
+from pipeline.importers.formats import PARSERS, parse_transcript
+from pipeline.importers.record import FORMATS, ImportedCall, ImportedRun
+
+FILES = Path(__file__).parent / "data" / "files"
+
+ANSWER = (
+    "checkout-service returns 500s because its payments-db connection pool is exhausted. Since "
+    "14:05\nUTC the logs show \"pool exhausted (payments-db, 20/20 connections in use)\" on POST"
+    "\n/api/checkout, the 5xx rate rose from 0 to 31.8/s by 14:10, and one pod is in "
+    "CrashLoopBackOff."
+)
+PODS = (
+    "NAME                               READY   STATUS             RESTARTS      AGE\n"
+    "checkout-service-7d9f8b6c5-2xkqp   1/1     Running            4 (3m ago)    2d\n"
+    "checkout-service-7d9f8b6c5-tq4nm   0/1     CrashLoopBackOff   6 (20s ago)   2d\n"
+)
+LOG = (
+    "2026-11-30T14:05:12Z ERROR checkout-service POST /api/checkout 500 payment authorization "
+    "failed: pool exhausted (payments-db, 20/20 connections in use)\n"
+    "2026-11-30T14:06:40Z WARN  checkout-service hikari pool payments-db: connection is not "
+    "available, request timed out after 30000ms\n"
+)
+
+
+def _file(name: str) -> tuple[str, str]:
+    return str(FILES / name), (FILES / name).read_text(encoding="utf-8")
+
+
+def _refused(answer: tuple[str, str], evidence: list[tuple[str, str]]) -> str:
+    with pytest.raises(TranscriptError) as caught:
+        parse_files(answer, evidence)
+    message = str(caught.value)
+    assert "\n" not in message and "\r" not in message
+    return message
+
+
+def test_files__the_answer_and_evidence_files_are_read_exactly() -> None:
+    run = parse_files(_file("answer.md"), [_file("pods.txt"), _file("error-rate.json"),
+                                           _file("checkout-service.log")])
+    assert run == ImportedRun(format="files", answer=ANSWER, question=None, agent=None, calls=(
+        ImportedCall(call_id="pods-txt", tool="pods.txt", arguments={"file": "pods.txt"},
+                     result=PODS),
+        ImportedCall(call_id="error-rate-json", tool="error-rate.json",
+                     arguments={"file": "error-rate.json"},
+                     result={"service": "checkout-service", "metric": "http_server_5xx_rate",
+                             "unit": "1/s", "start": "2026-11-30T14:00:00Z",
+                             "step_seconds": 300, "values": [0.0, 12.4, 31.8]}),
+        ImportedCall(call_id="checkout-service-log", tool="checkout-service.log",
+                     arguments={"file": "checkout-service.log"}, result=LOG),
+    ))
+
+
+def test_files__every_call_is_a_valid_invocation() -> None:
+    run = parse_files(_file("answer.md"), [_file("pods.txt"), _file("error-rate.json"),
+                                           _file("checkout-service.log"), ("empty.txt", "\n")])
+    invocations = [invocation_of(call, max_items=1000, max_bytes=131072) for call in run.calls]
+    assert [(i.tool_call_id, i.status, i.evidence_status) for i in invocations] == [
+        ("pods-txt", LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
+        ("error-rate-json", LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
+        ("checkout-service-log", LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
+        ("empty-txt", LifecycleStatus.READY, EvidenceStatus.NO_EVIDENCE),
+    ]
+    assert invocations[0].projection is not None
+    assert invocations[0].projection.model_dump()["lines"][2].endswith("CrashLoopBackOff   6 "
+                                                                       "(20s ago)   2d")
+
+
+def test_files__ids_are_made_from_base_names_and_kept_unique() -> None:
+    long_name = "x" * 140 + ".log"
+    run = parse_files(("answer.txt", "Pool exhausted."), [
+        ("logs/app.log", "a"), ("other/app.log", "b"), ("app-log", "c"), ("app.log", "d"),
+        ("C:\\evidence\\pod status (1).txt", "e"), (long_name, "f"), (long_name, "g"),
+        ("dir/Ünïcode.JSON", '{"ok": true}'),
+    ])
+    assert [(call.call_id, call.tool) for call in run.calls] == [
+        ("app-log", "app.log"), ("app-log-2", "app.log"), ("app-log-3", "app-log"),
+        ("app-log-4", "app.log"), ("pod-status--1--txt", "pod status (1).txt"),
+        ("x" * 128, long_name), ("x" * 126 + "-2", long_name), ("-n-code-JSON", "Ünïcode.JSON"),
+    ]
+    assert run.calls[-1].result == {"ok": True}
+    assert run.calls[0].arguments == {"file": "app.log"}
+    for call in run.calls:
+        invocation_of(call, max_items=1000, max_bytes=131072)
+
+
+def test_files__the_answer_is_stripped_and_no_evidence_is_a_run_without_calls() -> None:
+    assert parse_files(("answer.md", "\n  Pool exhausted.\n"), []) == ImportedRun(
+        format="files", answer="Pool exhausted.", calls=())
+
+
+@pytest.mark.parametrize(("answer", "evidence", "message"), [
+    (("out/answer.md", " \n\t"), [], "answer answer.md: empty"),
+    (("answer.md", "ok"), [("pods.json", '{"items": [}')],
+     "evidence pods.json: not JSON (Expecting value at line 1 column 12)"),
+    (("answer.md", "ok"), [("a/b/pods.json", "")],
+     "evidence pods.json: not JSON (Expecting value at line 1 column 1)"),
+    (("answer.md", "ok"), [("deep.json", "[" * 65 + "]" * 65)],
+     "evidence deep.json: nests deeper than 64 levels"),
+    (("answer.md", "ok"), [("pods\n.json", "{")],
+     "evidence 'pods\\n.json': not JSON (Expecting property name enclosed in double quotes at "
+     "line 1 column 2)"),
+    (("answer.md", "ok"), [("logs/", "x")], "evidence 'logs/': no file name"),
+    (("answer.md", "ok"), [("", "x")], "evidence '': no file name"),
+])
+def test_files__bad_input_is_refused_on_one_line_naming_the_file(
+    answer: tuple[str, str], evidence: list[tuple[str, str]], message: str,
+) -> None:
+    assert _refused(answer, evidence) == message
+
+
+def test_files__base_name_drops_folders_of_either_slash() -> None:
+    assert [base_name(name) for name in ("a/b/c.txt", "a\\b\\c.txt", "c.txt", "a/b/")] == [
+        "c.txt", "c.txt", "c.txt", ""]
+
+
+def test_formats__every_transcript_format_has_a_parser() -> None:
+    assert set(PARSERS) == set(FORMATS) - {"files"}
+
+
+@pytest.mark.parametrize("format", ["files", "langchain", "", "x" * 100])
+def test_formats__an_unknown_format_is_refused_listing_the_known_ones(format: str) -> None:
+    with pytest.raises(TranscriptError) as caught:
+        parse_transcript("{}", format)
+    assert str(caught.value) == (f"unknown transcript format {format[:40]!r} "
+                                 "(known: anthropic, openai, otel)")
