@@ -28,7 +28,7 @@ from typing import Any
 from models.executor import EvidenceBinding
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from pipeline.rules import lexicon
-from pipeline.rules.facts import Fact, FactKind, FactSet, extract_facts
+from pipeline.rules.facts import IDENTIFYING_KINDS, Fact, FactKind, FactSet, extract_facts
 from pipeline.rules.jsonpath import Segment, format_path
 from pipeline.rules.projection import RESERVED_KEYS
 from pipeline.rules.text import normalize, value_text
@@ -45,6 +45,7 @@ _WEIGHT = {FactKind.VERSION: 3.0, FactKind.ERROR_CODE: 3.0, FactKind.IDENTIFIER:
            FactKind.QUANTITY: 2.0, FactKind.TIMESTAMP: 2.0, FactKind.NAME: 1.5,
            FactKind.SERVICE: 1.0}
 _WORD_WEIGHT = 0.2
+_ANCHORS = IDENTIFYING_KINDS | {FactKind.TIMESTAMP}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 
 
@@ -141,11 +142,12 @@ def _supporting(facts: list[Fact], words: frozenset[str], candidates: list[_Cand
         for candidate in candidates:
             if candidate in chosen:
                 continue
-            found = [f for f in open_facts if candidate.facts.supports(f)]
-            if not found:
+            found = [f for f in open_facts if candidate.facts.supports(f)
+                     and not (chosen and _settled(f, facts, chosen[0], candidate))]
+            overlap = len(words & candidate.words)
+            if not found or not _in_context(found, facts, candidate, overlap):
                 continue
-            score = sum(_WEIGHT[f.kind] for f in found) + _WORD_WEIGHT * len(
-                words & candidate.words)
+            score = sum(_WEIGHT[f.kind] for f in found) + _WORD_WEIGHT * overlap
             better = score > best_score or (
                 score == best_score and best is not None and len(candidate.text) < len(best.text))
             if better:
@@ -155,6 +157,36 @@ def _supporting(facts: list[Fact], words: frozenset[str], candidates: list[_Cand
         chosen.append(best)
         open_facts = [f for f in open_facts if f not in best_found]
     return chosen
+
+
+def _settled(fact: Fact, facts: list[Fact], primary: _Candidate, candidate: _Candidate
+             ) -> bool:
+    """Whether the value that carries most of the claim already says otherwise about a number
+    of it, so that no other value of the same output may be taken for it: "child 5386 in slot
+    7" against the line of child 5386 that says slot 9, while another line says slot 7. A
+    value that names an anchor of the claim of its own (another pod, another time: a claim
+    that lists several) is not held back, nor one of another output (claims join sources:
+    "512 errors after v2.3.1 went out")."""
+    if (fact.kind is not FactKind.QUANTITY or candidate.invocation is not primary.invocation
+            or not primary.facts.conflicts(fact)):
+        return False
+    anchors = [f for f in facts if f.kind in _ANCHORS]
+    if sum(1 for f in facts if primary.facts.supports(f)) < 2:
+        return False
+    return not any(candidate.facts.supports(f) and not primary.facts.supports(f)
+                   for f in anchors)
+
+
+def _in_context(found: list[Fact], facts: list[Fact], candidate: _Candidate,
+                overlap: int) -> bool:
+    """Whether a candidate's support is about what the claim is about: a distinctive fact (an
+    identifier, a code or a version names one thing), or with another of the claim's facts,
+    or beside two of its words. A bare number or time found alone in an unrelated value (the
+    "10" of some other series for a pool cut "from 50 to 10") supports nothing."""
+    if any(f.kind in IDENTIFYING_KINDS for f in found) or overlap >= 2:
+        return True
+    others = [f for f in facts if f not in found]
+    return len(found) >= 2 or any(candidate.facts.supports(f) for f in others)
 
 
 def _conflicting(unsupported: list[Fact], facts: list[Fact], words: frozenset[str],

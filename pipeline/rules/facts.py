@@ -94,6 +94,9 @@ _COUNT_NOUNS = (
     "|tries|calls|call|queries|query|rows|records|record|workers|threads|processes"
     "|containers|container|hosts|host|partitions|consumers|items|files|checks|probes|sessions"
 )
+_COUNTS = frozenset(noun.rstrip("s") for noun in _COUNT_NOUNS.split("|"))
+"""The dimensions of counts ("512 errors", "512 lines", "512 times"): the same count told of
+under another noun, never another unit."""
 _UNIT_ALT = "|".join(
     re.escape(u) for u in sorted(_UNITS, key=len, reverse=True) if u not in {"%"}
 )
@@ -361,6 +364,8 @@ _REL = 1e-15
 
 def _quantities_match(claim: Fact, other: Fact) -> bool:
     assert claim.value is not None and other.value is not None
+    if claim.unit in _COUNTS and other.unit in _COUNTS:
+        return claim.value == other.value  # "322 times" of "322 ERROR lines"
     if claim.unit and other.unit and claim.unit != other.unit:
         return False
     # float error only: ids and epoch seconds are numbers too, and 1131241563 is not 1131241564
@@ -385,6 +390,7 @@ def _quantities_match(claim: Fact, other: Fact) -> bool:
 def _unit_changed(claim: Fact, other: Fact) -> bool:
     """The same number as written under another unit: 16 MB against 16 ms."""
     return bool(claim.unit and other.unit and claim.unit != other.unit
+                and not (claim.unit in _COUNTS and other.unit in _COUNTS)
                 and claim.number is not None and claim.number == other.number)
 
 

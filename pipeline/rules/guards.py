@@ -43,6 +43,11 @@ def unsupported_facts(text: str, facts: FactSet) -> list[Fact]:
     return [fact for fact in extract_facts(text) if not facts.supports(fact)]
 
 
+_TOOL_WORDS = re.compile(r"[-_.]+")
+"""What separates the words of a tool's name (`list_alerts`, `kubectl-get-pods.txt`): the
+output of a tool that lists alerts speaks of alerts, whatever its rows say."""
+
+
 def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
                  ) -> dict[str, str]:
     """Per verified claim: the content words it uses that no whole output of the tool calls it
@@ -64,7 +69,7 @@ def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocatio
                 texts[item.invocation_id] = (
                     projection.model_dump_json() if projection is not None else "")
             material += [texts[item.invocation_id], item.matched_text, item.tool_name,
-                         *scope_text(item.scope)]
+                         _TOOL_WORDS.sub(" ", item.tool_name), *scope_text(item.scope)]
         problem = grounding_problem(claim.text, material, vocabulary=lexicon.CLAIM_WORDS,
                                     words_only=True)
         if problem is not None:

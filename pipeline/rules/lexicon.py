@@ -275,6 +275,17 @@ error failures failure failing failed onset time same best match matches matched
 symptoms utc gmt where preceding latency rose rise risen rising increase increased increasing
 reached reach reaches peaked severe returning returned return returns http memory cpu use
 used usage exhausted retries retry active objects object any kubernetes k8s warning warnings
+pod pods container containers node nodes event events alert alerts message messages entry
+entries record records value values reading readings sample samples series pattern patterns
+level levels deploy deploys deployed deployment deployments rollout rollouts release released
+version versions request requests response responses call calls
+second seconds minute minutes hour hours day days morning afternoon evening night today
+earlier later recent recently older newer latest previous next first last again since until
+during nearby meanwhile throughout around side same different unrelated example
+went go goes going gone come comes came coming occur occurs occurred occurring happen happens
+happened happening hit hits hitting surface surfaces surfaced show shows showing throw throws
+throwing threw thrown keep keeps kept stay stays stayed run runs ran follow follows followed
+following repeat repeats repeated set sets moved move moves averaged average averages
 """.split())
 """Words a claim may use beside those of the whole outputs of the tool calls it binds to: the
 narration of an incident ("the problems began", "new in this window", "latency rose"), never

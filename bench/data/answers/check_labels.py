@@ -5,24 +5,105 @@
 DIR defaults to the folder of this script. Every sub-folder with a labels.json is a case:
 
 - labels.json has a question, a style (bullets, prose, sections, table, mixed) and claims;
-- every claim has a text, a label (supported, contradicted, unsupported) and a why;
+- every claim has a text, a label (supported, contradicted, unsupported), a why and an evidence
+  list;
 - every claim text occurs exactly once in answer.md, and no two claims overlap there;
-- evidence/ holds at least one file, each .json (parsed as JSON), .txt or .log.
+- evidence/ holds at least one file, each .json (parsed as JSON), .txt or .log;
+- every evidence place is {"file", "at"}: the file is in the case's evidence/, and `at` is a
+  singular JSONPath that resolves in that file's JSON (`$`, `.name`, `["name"]`, `[3]`, written
+  the canonical way) or `line N` within a .txt/.log file;
+- unsupported claims have no places; supported and contradicted claims have at least one,
+  except a supported claim whose why says that no single value states it (NO_PLACE_NOTE).
 
-Prints the counts per label, per style and in total as JSON; exits 1 (after listing the
-problems on stderr) when a check fails. Standard library only.
+Prints the counts per label, per style, in total and of the evidence places as JSON; exits 1
+(after listing the problems on stderr) when a check fails. Standard library only.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 LABELS = ("supported", "contradicted", "unsupported")
 STYLES = ("bullets", "prose", "sections", "table", "mixed")
 EVIDENCE_SUFFIXES = (".json", ".txt", ".log")
+CLAIM_KEYS = {"text", "label", "why", "evidence"}
+PLACE_KEYS = {"file", "at"}
+NO_PLACE_NOTE = "no single value states it"
+"""Words in the why of a supported claim left without evidence places on purpose."""
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_INDEX = re.compile(r"\[(0|[1-9][0-9]*)\]")
+_LINE = re.compile(r"line ([1-9][0-9]*)")
+_DECODER = json.JSONDecoder()
+_MISSING = object()
+
+
+# --- singular JSONPath: `$`, `.name`, `["name"]`, `[3]` -----------------------------------------
+
+def parse_path(path: str) -> list[str | int]:
+    """The segments of a singular JSONPath, or ValueError."""
+    if not path.startswith("$"):
+        raise ValueError("does not start with '$'")
+    segments: list[str | int] = []
+    pos = 1
+    while pos < len(path):
+        segment, pos = _parse_segment(path, pos)
+        segments.append(segment)
+    return segments
+
+
+def _parse_segment(path: str, pos: int) -> tuple[str | int, int]:
+    if path[pos] == ".":
+        name = _NAME.match(path, pos + 1)
+        if name is None:
+            raise ValueError(f"no member name at offset {pos + 1}")
+        return name.group(), name.end()
+    if path.startswith('["', pos):
+        try:
+            name, end = _DECODER.raw_decode(path, pos + 1)
+        except ValueError as exc:
+            raise ValueError(f"bad quoted name at offset {pos + 1}") from exc
+        if not path.startswith("]", end):
+            raise ValueError(f"expected ']' at offset {end}")
+        return name, end + 1
+    index = _INDEX.match(path, pos)
+    if index is None:
+        raise ValueError(f"unexpected {path[pos]!r} at offset {pos}")
+    return int(index.group(1)), index.end()
+
+
+def format_path(segments: list[str | int]) -> str:
+    """The canonical spelling of `segments`: `.name` where the name allows it."""
+    parts = ["$"]
+    for segment in segments:
+        if isinstance(segment, int):
+            parts.append(f"[{segment}]")
+        elif _NAME.fullmatch(segment):
+            parts.append(f".{segment}")
+        else:
+            parts.append(f"[{json.dumps(segment)}]")
+    return "".join(parts)
+
+
+def resolve(document: Any, path: str) -> Any:
+    """The value at `path` in `document`, or ValueError."""
+    value = document
+    for segment in parse_path(path):
+        if isinstance(segment, int):
+            ok = isinstance(value, list) and segment < len(value)
+            value = value[segment] if ok else _MISSING
+        else:
+            value = value.get(segment, _MISSING) if isinstance(value, dict) else _MISSING
+        if value is _MISSING:
+            raise ValueError("does not resolve")
+    return value
+
+
+# --- one case -------------------------------------------------------------------------------------
 
 def occurrences(haystack: str, needle: str) -> list[int]:
     """Start offsets of every occurrence of needle, overlapping ones included."""
@@ -35,7 +116,7 @@ def occurrences(haystack: str, needle: str) -> list[int]:
         start = at + 1
 
 
-def check_case(folder: Path, problems: list[str]) -> dict | None:  # noqa: C901 (one list of checks)
+def load_case(folder: Path, problems: list[str]) -> tuple[dict, str] | None:
     name = folder.name
     try:
         labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
@@ -47,72 +128,171 @@ def check_case(folder: Path, problems: list[str]) -> dict | None:  # noqa: C901 
     except OSError as exc:
         problems.append(f"{name}: answer.md: {exc}")
         return None
+    if not isinstance(labels, dict):
+        problems.append(f"{name}: labels.json is not an object")
+        return None
+    return labels, answer
 
+
+def check_header(name: str, labels: dict, problems: list[str]) -> list:
+    """Check question, style and keys; return the claims (a list, maybe empty)."""
     if set(labels) != {"question", "style", "claims"}:
         problems.append(f"{name}: labels.json keys are {sorted(labels)}, "
                         "expected question, style, claims")
-    if not isinstance(labels.get("question"), str) or not labels.get("question", "").strip():
+    question = labels.get("question")
+    if not isinstance(question, str) or not question.strip():
         problems.append(f"{name}: question is missing or empty")
-    style = labels.get("style")
-    if style not in STYLES:
-        problems.append(f"{name}: style {style!r} is not one of {', '.join(STYLES)}")
+    if labels.get("style") not in STYLES:
+        problems.append(f"{name}: style {labels.get('style')!r} is not one of "
+                        f"{', '.join(STYLES)}")
     claims = labels.get("claims")
     if not isinstance(claims, list) or not claims:
         problems.append(f"{name}: claims is missing or empty")
-        claims = []
+        return []
+    return claims
 
-    spans: list[tuple[int, int, int]] = []
-    for i, claim in enumerate(claims):
-        where = f"{name}: claim {i + 1}"
-        if not isinstance(claim, dict) or set(claim) != {"text", "label", "why"}:
-            problems.append(f"{where}: expected the keys text, label, why")
-            continue
-        text, label, why = claim["text"], claim["label"], claim["why"]
-        if label not in LABELS:
-            problems.append(f"{where}: label {label!r} is not one of {', '.join(LABELS)}")
-        if not isinstance(why, str) or not why.strip():
-            problems.append(f"{where}: why is empty")
-        if not isinstance(text, str) or not text.strip():
-            problems.append(f"{where}: text is empty")
-            continue
-        if text != text.strip() or "\n" in text:
-            problems.append(f"{where}: text has surrounding blanks or a line break: {text!r}")
-        hits = occurrences(answer, text)
-        if len(hits) != 1:
-            problems.append(f"{where}: text occurs {len(hits)} times in answer.md: {text!r}")
-        else:
-            spans.append((hits[0], hits[0] + len(text), i + 1))
+
+def check_text(where: str, claim: dict, answer: str, problems: list[str]) -> int | None:
+    """Check label, why and text of one claim; return the text's offset in the answer."""
+    text, label, why = claim["text"], claim["label"], claim["why"]
+    if label not in LABELS:
+        problems.append(f"{where}: label {label!r} is not one of {', '.join(LABELS)}")
+    if not isinstance(why, str) or not why.strip():
+        problems.append(f"{where}: why is empty")
+    if not isinstance(text, str) or not text.strip():
+        problems.append(f"{where}: text is empty")
+        return None
+    if text != text.strip() or "\n" in text:
+        problems.append(f"{where}: text has surrounding blanks or a line break: {text!r}")
+    hits = occurrences(answer, text)
+    if len(hits) != 1:
+        problems.append(f"{where}: text occurs {len(hits)} times in answer.md: {text!r}")
+        return None
+    return hits[0]
+
+
+def check_overlaps(name: str, spans: list[tuple[int, int, int]], problems: list[str]) -> None:
     spans.sort()
     for (_, e1, n1), (s2, _, n2) in zip(spans, spans[1:], strict=False):
         if s2 < e1:
             problems.append(f"{name}: claims {n1} and {n2} overlap in answer.md")
 
+
+def load_evidence(folder: Path, problems: list[str]) -> dict[str, Any]:
+    """Each evidence file by name: its JSON, or its lines for .txt/.log (None if unusable)."""
+    name = folder.name
     evidence = folder / "evidence"
     files = sorted(p for p in evidence.iterdir() if p.is_file()) if evidence.is_dir() else []
     if not files:
         problems.append(f"{name}: evidence/ is missing or empty")
+    loaded: dict[str, Any] = {}
     for path in files:
+        loaded[path.name] = None
         if path.suffix not in EVIDENCE_SUFFIXES:
             problems.append(f"{name}: evidence/{path.name}: not .json, .txt or .log")
-        elif path.suffix == ".json":
-            try:
-                json.loads(path.read_text(encoding="utf-8"))
-            except ValueError as exc:
-                problems.append(f"{name}: evidence/{path.name}: invalid JSON: {exc}")
-    return {"style": style, "labels": [c.get("label") for c in claims if isinstance(c, dict)]}
+            continue
+        text = path.read_text(encoding="utf-8")
+        if path.suffix != ".json":
+            loaded[path.name] = text.splitlines()
+            continue
+        try:
+            loaded[path.name] = json.loads(text)
+        except ValueError as exc:
+            problems.append(f"{name}: evidence/{path.name}: invalid JSON: {exc}")
+    return loaded
 
 
-def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent
-    problems: list[str] = []
-    cases = {}
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and (p / "labels.json").exists()):
-        result = check_case(folder, problems)
-        if result is not None:
-            cases[folder.name] = result
-    if not cases:
-        problems.append(f"{root}: no case folders with a labels.json")
+def check_place(where: str, place: Any, files: dict[str, Any], problems: list[str]) -> None:
+    if not isinstance(place, dict) or set(place) != PLACE_KEYS:
+        problems.append(f"{where}: a place must be {{\"file\", \"at\"}}: {place!r}")
+        return
+    file, at = place["file"], place["at"]
+    if file not in files:
+        problems.append(f"{where}: {file!r} is not in evidence/")
+        return
+    content = files[file]
+    if content is None or not isinstance(at, str):
+        problems.append(f"{where}: {file}: cannot check {at!r}")
+    elif file.endswith(".json"):
+        check_json_place(where, file, content, at, problems)
+    else:
+        check_line_place(where, file, content, at, problems)
 
+
+def check_json_place(where: str, file: str, document: Any, at: str,
+                     problems: list[str]) -> None:
+    try:
+        resolve(document, at)
+        canonical = format_path(parse_path(at))
+    except ValueError as exc:
+        problems.append(f"{where}: {file} {at}: {exc}")
+        return
+    if canonical != at:
+        problems.append(f"{where}: {file} {at}: write it {canonical}")
+
+
+def check_line_place(where: str, file: str, lines: list[str], at: str,
+                     problems: list[str]) -> None:
+    match = _LINE.fullmatch(at)
+    if match is None:
+        problems.append(f"{where}: {file} {at!r}: expected 'line N'")
+    elif int(match.group(1)) > len(lines):
+        problems.append(f"{where}: {file} {at}: the file has {len(lines)} lines")
+    elif not lines[int(match.group(1)) - 1].strip():
+        problems.append(f"{where}: {file} {at}: the line is blank")
+
+
+def check_evidence(where: str, claim: dict, files: dict[str, Any],
+                   problems: list[str]) -> tuple[int, bool]:
+    """Check a claim's evidence list; return its number of places and whether it is a
+    supported claim left without places on purpose."""
+    places, label = claim["evidence"], claim["label"]
+    if not isinstance(places, list):
+        problems.append(f"{where}: evidence is not a list")
+        return 0, False
+    for place in places:
+        check_place(where, place, files, problems)
+    keys = [json.dumps(p, sort_keys=True) for p in places]
+    if len(set(keys)) != len(keys):
+        problems.append(f"{where}: evidence lists a place twice")
+    unplaced = label == "supported" and not places and NO_PLACE_NOTE in str(claim["why"])
+    if label == "unsupported" and places:
+        problems.append(f"{where}: an unsupported claim has evidence places")
+    elif label in ("supported", "contradicted") and not places and not unplaced:
+        problems.append(f"{where}: a {label} claim has no evidence place "
+                        f"(or its why must say '{NO_PLACE_NOTE}')")
+    return len(places), unplaced
+
+
+def check_case(folder: Path, problems: list[str]) -> dict | None:
+    loaded = load_case(folder, problems)
+    if loaded is None:
+        return None
+    labels, answer = loaded
+    name = folder.name
+    claims = check_header(name, labels, problems)
+    files = load_evidence(folder, problems)
+    spans: list[tuple[int, int, int]] = []
+    result: dict = {"style": labels.get("style"), "labels": [], "places": [], "unplaced": 0}
+    for i, claim in enumerate(claims):
+        where = f"{name}: claim {i + 1}"
+        if not isinstance(claim, dict) or set(claim) != CLAIM_KEYS:
+            problems.append(f"{where}: expected the keys text, label, why, evidence")
+            continue
+        start = check_text(where, claim, answer, problems)
+        if start is not None:
+            spans.append((start, start + len(claim["text"]), i + 1))
+        count, unplaced = check_evidence(where, claim, files, problems)
+        result["labels"].append(claim["label"])
+        result["places"].append(count)
+        result["unplaced"] += unplaced
+    check_overlaps(name, spans, problems)
+    return result
+
+
+# --- the whole set --------------------------------------------------------------------------------
+
+def label_counts(cases: dict[str, dict]) -> dict:
     per_label = {label: 0 for label in LABELS}
     per_style = {style: {"cases": 0, "claims": 0} for style in STYLES}
     per_style_label = {style: {label: 0 for label in LABELS} for style in STYLES}
@@ -127,16 +307,44 @@ def main(argv: list[str]) -> int:
                 if style in per_style_label:
                     per_style_label[style][label] += 1
     total = sum(per_label.values())
-    report = {
-        "cases": len(cases),
+    return {
         "claims": total,
         "per_label": per_label,
         "per_label_percent": {k: round(100 * v / total, 1) if total else 0.0
                               for k, v in per_label.items()},
         "per_style": per_style,
         "per_style_label": per_style_label,
-        "ok": not problems,
     }
+
+
+def place_counts(cases: dict[str, dict]) -> dict:
+    places = {label: 0 for label in LABELS}
+    claims_with_places = {label: 0 for label in LABELS}
+    for result in cases.values():
+        for label, count in zip(result["labels"], result["places"], strict=True):
+            if label in places:
+                places[label] += count
+                claims_with_places[label] += count > 0
+    return {
+        "places": sum(places.values()),
+        "places_per_label": places,
+        "claims_with_places_per_label": claims_with_places,
+        "supported_without_places": sum(r["unplaced"] for r in cases.values()),
+    }
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent
+    problems: list[str] = []
+    cases = {}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and (p / "labels.json").exists()):
+        result = check_case(folder, problems)
+        if result is not None:
+            cases[folder.name] = result
+    if not cases:
+        problems.append(f"{root}: no case folders with a labels.json")
+    report = {"cases": len(cases), **label_counts(cases), "evidence": place_counts(cases),
+              "ok": not problems}
     print(json.dumps(report, indent=2))
     for problem in problems:
         print(problem, file=sys.stderr)
