@@ -17,9 +17,8 @@ _ID_CHARS = 128
 def parse_files(answer: tuple[str, str], evidence: Sequence[tuple[str, str]]) -> ImportedRun:
     """The run of an answer file and evidence files, given as (file name, text) pairs: one call
     per evidence file in the order given, named after the file."""
-    answer_name, answer_text = answer
-    text = answer_text.strip()
-    if not text:
+    answer_name, text = answer  # kept as written: claim spans are offsets into the file
+    if not text.strip():
         fail(f"answer {_shown(base_name(answer_name))}", "empty")
     calls = []
     taken: set[str] = set()

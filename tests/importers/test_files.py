@@ -21,7 +21,7 @@ ANSWER = (
     "checkout-service returns 500s because its payments-db connection pool is exhausted. Since "
     "14:05\nUTC the logs show \"pool exhausted (payments-db, 20/20 connections in use)\" on POST"
     "\n/api/checkout, the 5xx rate rose from 0 to 31.8/s by 14:10, and one pod is in "
-    "CrashLoopBackOff."
+    "CrashLoopBackOff.\n"
 )
 PODS = (
     "NAME                               READY   STATUS             RESTARTS      AGE\n"
@@ -97,9 +97,10 @@ def test_files__ids_are_made_from_base_names_and_kept_unique() -> None:
         invocation_of(call, max_items=1000, max_bytes=131072)
 
 
-def test_files__the_answer_is_stripped_and_no_evidence_is_a_run_without_calls() -> None:
+def test_files__the_answer_is_kept_as_written_and_no_evidence_is_a_run_without_calls() -> None:
+    # claim spans are offsets into the file the user gave: not one character moves
     assert parse_files(("answer.md", "\n  Pool exhausted.\n"), []) == ImportedRun(
-        format="files", answer="Pool exhausted.", calls=())
+        format="files", answer="\n  Pool exhausted.\n", calls=())
 
 
 @pytest.mark.parametrize(("answer", "evidence", "message"), [
