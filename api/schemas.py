@@ -149,6 +149,16 @@ class CreateCheck(Body):
     or Chat Completions transcript, or OTLP JSON lines); `files` carries the `answer` and its
     `evidence`."""
 
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        # which inputs go with which format, as the validator below says
+        "if": {"properties": {"format": {"const": "files"}}, "required": ["format"]},
+        "then": {"required": ["answer"],
+                 "properties": {"answer": {"type": "string"}, "transcript": {"type": "null"}}},
+        "else": {"required": ["transcript"],
+                 "properties": {"transcript": {"not": {"type": "null"}},
+                                "answer": {"type": "null"}, "evidence": {"maxItems": 0}}},
+    })
+
     format: ImportFormat = Field(description="anthropic, openai, otel or files.")
     transcript: str | dict[str, Any] | list[Any] | None = Field(
         default=None, description="The transcript or trace: its text, or its JSON.")
