@@ -162,13 +162,18 @@ def _supporting(facts: list[Fact], words: frozenset[str], candidates: list[_Cand
 def _settled(fact: Fact, facts: list[Fact], primary: _Candidate, candidate: _Candidate
              ) -> bool:
     """Whether the value that carries most of the claim already says otherwise about a number
-    of it, so that no other value of the same output may be taken for it: "child 5386 in slot
-    7" against the line of child 5386 that says slot 9, while another line says slot 7. A
-    value that names an anchor of the claim of its own (another pod, another time: a claim
-    that lists several) is not held back, nor one of another output (claims join sources:
-    "512 errors after v2.3.1 went out")."""
-    if (fact.kind is not FactKind.QUANTITY or candidate.invocation is not primary.invocation
-            or not primary.facts.conflicts(fact)):
+    of it, so that no other value may be taken for it: one of the same output ("child 5386 in
+    slot 7" against the line of child 5386 that says slot 9, while another line says slot 7),
+    or any, when that value states the number's pair ("the pool from 50 to 10" against a
+    deploy "from 50 to 20", while a runbook says 10). A value that names an anchor of the claim
+    of its own (another pod, another time: a claim that lists several) is not held back, nor
+    one of another output for a number the main one does not pair (claims join sources: "512
+    errors after v2.3.1 went out")."""
+    if fact.kind is not FactKind.QUANTITY or not primary.facts.conflicts(fact):
+        return False
+    pairs = any(f is not fact and f.kind is FactKind.QUANTITY and f.shape == fact.shape
+                and primary.facts.supports(f) for f in facts)
+    if candidate.invocation is not primary.invocation and not pairs:
         return False
     anchors = [f for f in facts if f.kind in _ANCHORS]
     if sum(1 for f in facts if primary.facts.supports(f)) < 2:

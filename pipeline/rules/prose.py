@@ -105,14 +105,14 @@ _WORD = re.compile(r"[A-Za-z]{2,}")
 
 def split_claims(answer: str) -> list[ProseClaim]:
     """The claims and actions of `answer`, in the order they stand."""
-    units = list(_units(answer))
-    claims = [_classify(answer, start, end, section, listed=listed)
+    units = list(claim_units(answer))
+    claims = [read_claim(answer, start, end, section, listed=listed)
               for start, end, section, listed in units]
     kept = [c for c in claims if c is not None]
-    return _mark_critical(kept)
+    return mark_critical(kept)
 
 
-def _units(answer: str) -> list[tuple[int, int, str | None, bool]]:
+def claim_units(answer: str) -> list[tuple[int, int, str | None, bool]]:
     """(start, end, heading, listed) of every claim-sized piece: sentences, list items (listed)
     and table rows."""
     reader = _Reader(answer)
@@ -248,6 +248,20 @@ def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+def claim_span(answer: str, start: int, end: int) -> tuple[int, int]:
+    """`answer[start:end]` cut as the splitter cuts its units: without the whitespace around
+    it, a leading quote mark or list marker, or a table row's outer pipes."""
+    start, end = _trimmed(answer, start, end)
+    for mark in (_QUOTE, _BULLET):
+        found = mark.match(answer[start:end])
+        if found and found.end() < end - start:
+            start, end = _trimmed(answer, start + found.end(), end)
+    text = answer[start:end]
+    if _TABLE_ROW.match(text) and text.count("|") >= 2:
+        start, end = _trimmed(answer, start + text.index("|") + 1, start + text.rindex("|"))
+    return start, end
+
+
 def plain_text(text: str) -> str:
     """`text` without Markdown: emphasis and code ticks dropped, links as their text, table
     cells joined by semicolons, whitespace runs as one space."""
@@ -257,8 +271,10 @@ def plain_text(text: str) -> str:
     return " ".join(plain.split())
 
 
-def _classify(answer: str, start: int, end: int, section: str | None, *, listed: bool
-              ) -> ProseClaim | None:
+def read_claim(answer: str, start: int, end: int, section: str | None, *, listed: bool
+               ) -> ProseClaim | None:
+    """`answer[start:end]` read as a claim under `section` (`listed`: a list item or table
+    row), not yet weighed (critical False); None when it states nothing."""
     text = answer[start:end]
     plain = plain_text(text)
     facts = extract_facts(plain)
@@ -273,11 +289,10 @@ def _classify(answer: str, start: int, end: int, section: str | None, *, listed:
 
 
 def _states_something(plain: str, has_facts: bool) -> bool:
-    """False for lead-ins and questions: "Here is what I found:", "Why?"."""
-    if plain.endswith("?"):
-        return False
-    if plain.endswith(":") and not has_facts:
-        return False
+    """False for lead-ins and questions ("Here is what I found:", "Why?") and for what has
+    neither a fact nor three words."""
+    if plain.endswith(("?", ":")):
+        return False  # a question, or a lead-in ("Here is what I found for checkout-service:")
     return has_facts or len(_WORD.findall(plain)) >= 3
 
 
@@ -301,7 +316,9 @@ def _kind(plain: str, section: str | None) -> ClaimKind:
 _RESTING = frozenset({ClaimKind.FINDING, ClaimKind.NEGATIVE_OBSERVATION})
 
 
-def _mark_critical(claims: list[ProseClaim]) -> list[ProseClaim]:
+def mark_critical(claims: list[ProseClaim]) -> list[ProseClaim]:
+    """`claims` (one answer's, in order) with `critical` set by the rule of the module
+    docstring, from their kind, hedging and facts."""
     causes = [c for c in claims
               if c.kind is ClaimKind.ROOT_CAUSE and not c.hedged and not c.action]
     if not causes:
