@@ -4,7 +4,7 @@
 import { api, token } from "./api.js";
 import { badge, clear, el, section, when } from "./dom.js";
 import { showBatch } from "./batch.js";
-import { showRun } from "./run.js";
+import { originMark, showRun } from "./run.js";
 
 const view = document.getElementById("view");
 const notice = document.getElementById("notice");
@@ -107,7 +107,8 @@ async function runsTable(root, { signal, limit, cursor = null }) {
   }
   const rows = page.runs.map((run) => el("tr", { dataset: { run: run.run_id } },
     el("td", {}, when(run.created_at)),
-    el("td", {}, el("a", { href: `#/runs/${encodeURIComponent(run.run_id)}` }, run.query)),
+    el("td", {}, el("a", { href: `#/runs/${encodeURIComponent(run.run_id)}` }, run.query),
+      run.source === "import" ? [" ", originMark()] : null),
     el("td", {}, badge("status", run.status)), el("td", {}, badge("verdict", run.verdict))));
   table.tBodies[0].append(...rows);
   root.querySelector(".more")?.remove();

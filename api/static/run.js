@@ -1,8 +1,10 @@
 // The run view: the nodes as their events arrive, then the answer, every claim with its
 // verification class beside the evidence it is bound to, the Gatekeeper's failed bindings
-// and the evidence gaps.
+// and the evidence gaps. A run of origin `import` (another agent's answer, checked) shows as
+// check.js lays it out.
 
 import { api, ApiError, followEvents } from "./api.js";
+import { showCheck } from "./check.js";
 import { badge, clear, el, label, marked, section, when } from "./dom.js";
 import { resolvePath } from "./jsonpath.js";
 
@@ -17,13 +19,21 @@ export async function showRun(root, runId, { signal, notify }) {
     result: el("div", { id: "run-result" }),
   };
   const title = el("h1", { id: "run-question" }, "Run ", runId);
+  const origin = el("span", { id: "run-origin" });
+  const progress = section("Progress", parts.nodes);
   root.append(el("div", { class: "run-head" }, title,
     el("p", { class: "meta" }, "status ", parts.status, " · verdict ", parts.verdict,
-      " · run ", el("code", {}, runId))),
-  section("Progress", parts.nodes), parts.result);
+      " · run ", el("code", {}, runId), origin)),
+  progress, parts.result);
   const record = await api(`/runs/${encodeURIComponent(runId)}`, { signal });
   title.textContent = record.query;
   setStatus(parts, record);
+  if (record.source === "import") {
+    origin.append(" · ", originMark());
+    progress.remove();
+    await showCheck(parts.result, runId, { signal });
+    return;
+  }
   await followEvents(runId, {
     signal,
     onEvent: (event) => {
@@ -42,6 +52,11 @@ export async function showRun(root, runId, { signal, notify }) {
   ]);
   setStatus(parts, done);
   renderResult(parts.result, done, bundle);
+}
+
+export function originMark() {
+  return el("span", { class: "origin", title: "Another agent's answer, checked by Verity" },
+    "imported");
 }
 
 function setStatus(parts, record) {

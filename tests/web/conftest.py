@@ -1,25 +1,35 @@
 """Browser tests: Debian's Chromium, headless, driven by Playwright, against the API's world
 (`tests/api/conftest.py`: `verity serve` on a free port, real workers on Redis and PostgreSQL,
 Claude agents on the fake Anthropic server). A missing Chromium or Playwright skips, and fails
-under CI=true. Never `playwright install`: the browser is Debian's (`scripts/services.sh`)."""
+under CI=true. Never `playwright install`: the browser is Debian's (`scripts/services.sh`).
+
+`check/` holds another agent's answer and the tool output it was given, for `stored_check`:
+`verity check-answer --answer check/answer.md --evidence check/list_deployments.json` judges
+its first sentence observed, its second contradicted (the pool went to 20, not 10) and its
+third unsupported (no tool output speaks of it); the fourth is a recommended action. The answer
+opens with an emoji (two UTF-16 units, one code point: the spans are Python's offsets) and has
+markup in it (`<b>x</b>`, to be shown as written)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.api.conftest import database_url_module, world  # noqa: F401 - the shared world
+from tests.api.conftest import World, database_url_module, world  # noqa: F401 - the shared world
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 ROOT = Path(__file__).resolve().parents[2]
+CHECK = Path(__file__).resolve().parent / "check"
+CHECK_QUESTION = "Why is checkout-service returning 500s?"
 
 
 def _missing(reason: str) -> None:
@@ -66,3 +76,42 @@ def save_screenshot(page: Any, tmp_path: Path, name: str) -> Path:
         kept.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, kept)
     return shot
+
+
+@dataclass(frozen=True)
+class StoredCheck:
+    """A tenant's token and the report `POST /checks` gave for its stored check."""
+
+    secret: str
+    report: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.report["run_id"])
+
+    def claim(self, verification: str | None, *, action: bool = False) -> dict[str, Any]:
+        """The report's one claim judged `verification` (None and action=True: the action)."""
+        found = [c for c in self.report["claims"]
+                 if c["verification"] == verification and c["action"] is action]
+        assert len(found) == 1, (verification, self.report["claims"])
+        return found[0]
+
+
+@pytest.fixture
+def stored_check(world: World) -> StoredCheck:  # noqa: F811 - the shared world fixture
+    """A new tenant whose one run is the offline check (format files) of `check/answer.md`
+    against `check/list_deployments.json`: one claim observed, one contradicted, one
+    unsupported, one recommended action."""
+    secret = world.token()
+    evidence = CHECK / "list_deployments.json"
+    body = {"format": "files", "question": CHECK_QUESTION, "provider": "offline",
+            "answer": (CHECK / "answer.md").read_text(encoding="utf-8"),
+            "evidence": [{"name": evidence.name, "content": evidence.read_text(encoding="utf-8")}]}
+    with world.http(secret) as http:
+        created = http.post("/checks", json=body)
+    assert created.status_code == 201, created.text
+    report: dict[str, Any] = created.json()
+    judged = [(c["verification"], c["action"]) for c in report["claims"]]
+    assert judged == [("direct_observation", False), ("contradicted", False),
+                      ("unsupported", False), (None, True)], judged
+    return StoredCheck(secret=secret, report=report)

@@ -1,6 +1,7 @@
 """The page in headless Chromium against real workers: ask a question and watch the nodes
 appear while the run is still going, click a claim and see the excerpt its binding points
-at, open a batch report, and data shown as text, never as markup."""
+at, open a batch report, see another agent's checked answer as written with its claims marked,
+and data shown as text, never as markup."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import World, wait_for_run
-from tests.web.conftest import save_screenshot
+from tests.web.conftest import CHECK_QUESTION, StoredCheck, save_screenshot
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -109,6 +110,88 @@ def test_data_is_shown_as_text_never_as_markup(world: World, page: Any) -> None:
     assert page.locator("#run-question").text_content() == hostile
     assert page.locator("#view img").count() == 0
     assert page.evaluate("window.pwned") is None
+
+
+def test_a_checked_answer_shows_as_written_each_claim_marked_beside_its_evidence(
+        world: World, page: Any, stored_check: StoredCheck, tmp_path: Path) -> None:
+    report = stored_check.report
+    page.goto(f"{world.base_url}/#token={stored_check.secret}")
+    row = page.locator(f'#runs tr[data-run="{stored_check.run_id}"]')
+    row.wait_for()
+    assert row.locator(".origin").text_content() == "imported"
+    row.locator("a").click()
+    page.wait_for_selector("#checked-answer .claim-span")
+    assert page.locator("#run-question").text_content() == CHECK_QUESTION
+    assert page.locator("#run-origin .origin").count() == 1
+    assert page.locator("#nodes").count() == 0 and page.locator("#claims").count() == 0
+    # the verdict and the counts at the top
+    assert page.locator("#check .badge.verdict").get_attribute("data-value") == report["verdict"]
+    counts = page.locator("#check-counts li").evaluate_all(
+        "items => items.map(i => [i.dataset.verification, Number(i.dataset.count)])")
+    assert dict(counts) == {"direct_observation": 1, "contradicted": 1, "unsupported": 1,
+                            "action": 1}, counts
+    assert page.locator("#check-summary").text_content() == report["summary"]
+
+    # the answer as written, each claim's span marked by its verification (the spans count
+    # code points: the answer's emoji is one, where JavaScript strings count two)
+    assert report["answer"].startswith("\N{RIGHT-POINTING MAGNIFYING GLASS}")
+    answer = page.locator("#checked-answer")
+    assert answer.text_content() == report["answer"]
+    expected = {"direct_observation": "v-direct_observation", "contradicted": "v-contradicted",
+                "unsupported": "v-unsupported", None: "v-action"}
+    for claim in report["claims"]:
+        start, end = claim["span"]
+        mark = answer.locator(f'.claim-span[data-claim="{claim["claim_id"]}"]')
+        assert mark.text_content() == report["answer"][start:end] == claim["text"]
+        classes = (mark.get_attribute("class") or "").split()
+        assert expected[claim["verification"]] in classes, (claim["claim_id"], classes)
+        assert ("critical" in classes) is claim["critical"], (claim["claim_id"], classes)
+    assert answer.locator(".claim-span").count() == len(report["claims"])
+
+    # selecting the contradicted sentence shows its judgement and bindings beside it
+    contradicted = stored_check.claim("contradicted")
+    mark = answer.locator(f'.claim-span[data-claim="{contradicted["claim_id"]}"]')
+    mark.click()
+    assert mark.get_attribute("aria-pressed") == "true"
+    panel = page.locator("#check-evidence")
+    assert panel.locator("#check-verification").get_attribute(
+        "data-verification") == "contradicted"
+    assert panel.locator("#check-note").text_content() == f"Why: {contradicted['note']}"
+    assert panel.locator(".binding-path").all_text_contents() == [
+        b["path"] for b in contradicted["bindings"]]
+    assert "$.result.deployments[0].change" in panel.locator(".binding-path").all_text_contents()
+    text = panel.text_content() or ""
+    for binding in contradicted["bindings"]:
+        for value in (binding["tool_name"], binding["tool_call_id"], binding["matched_text"]):
+            assert value in text, value
+    shot = save_screenshot(page, tmp_path, "check-view.png")
+    assert shot.stat().st_size > 10_000
+
+    # the keyboard reaches the next sentence: focusing it selects it
+    page.keyboard.press("Tab")
+    unsupported = stored_check.claim("unsupported")
+    following = answer.locator(f'.claim-span[data-claim="{unsupported["claim_id"]}"]')
+    assert following.evaluate("node => node === document.activeElement")
+    assert following.get_attribute("aria-pressed") == "true"
+    assert mark.get_attribute("aria-pressed") == "false"
+    assert panel.locator("#check-note").text_content() == f"Why: {unsupported['note']}"
+    assert panel.locator(".binding").count() == 0
+
+
+def test_a_checked_answer_is_shown_as_text_never_as_markup(
+        world: World, page: Any, stored_check: StoredCheck) -> None:
+    report = stored_check.report
+    assert "<b>x</b>" in report["answer"]
+    page.goto(f"{world.base_url}/#token={stored_check.secret}")
+    page.goto(f"{world.base_url}/#/runs/{stored_check.run_id}")
+    page.wait_for_selector("#checked-answer .claim-span")
+    unsupported = stored_check.claim("unsupported")
+    mark = page.locator(f'#checked-answer .claim-span[data-claim="{unsupported["claim_id"]}"]')
+    assert "<b>x</b>" in (mark.text_content() or "")
+    assert page.locator("#view b").count() == 0
+    mark.focus()
+    assert page.locator("#check-evidence .claim-text").text_content() == unsupported["text"]
+    assert page.locator("#view b").count() == 0
 
 
 def test_without_a_valid_token_the_page_says_so_in_one_line(world: World, page: Any) -> None:
