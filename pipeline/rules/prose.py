@@ -48,6 +48,9 @@ _BULLET = re.compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _QUOTE = re.compile(r"^\s*>\s?")
+_LABEL = re.compile(r"^\s*(?:\*\*|__)?[A-Z][A-Za-z0-9 /&-]{0,30}(?:\*\*|__)?:(?:\*\*|__)?\s")
+"""A line that starts with a label ("Impact: ...", "**Root cause:** ..."): a statement of its
+own even when the line before ends without punctuation (a hard-wrapped sentence does not)."""
 _RULE_LINE = re.compile(r"^\s*(?:[-*_]\s*){3,}$")
 _BOLD_HEADING = re.compile(r"^\s*(?:\*\*|__)([^*_]{1,60}?)(?:\*\*|__)\s*:?\s*$")
 _TERMINAL = (".", "!", "?", ":", ";")
@@ -199,7 +202,7 @@ class _Reader:
         if self.item:
             self.flush()
         if self.paragraph and _ends_line(self.answer, self.paragraph[-1]) \
-                and line.lstrip()[:1].isupper():
+                and _LABEL.match(line):
             self.flush()  # "Root cause: X" then "Impact: Y": one statement a line
         self.paragraph.append((offset, end))
 

@@ -115,6 +115,11 @@ def test_prose__one_statement_a_line_when_lines_end_without_punctuation() -> Non
         "Root cause: deploy v2.3.1 of checkout-service", "Impact: 512 failed checkouts"]
 
 
+def test_prose__a_hard_wrapped_sentence_stays_one() -> None:
+    assert _texts("Since 14:05\nUTC the logs show pool exhausted on POST\n/api/checkout.") == [
+        "Since 14:05\nUTC the logs show pool exhausted on POST\n/api/checkout."]
+
+
 def test_prose__setext_headings_and_quotes() -> None:
     claims = split_claims("Summary\n=======\n> payment-db ran out of connections at 14:03.\n"
                           "Impact\n------\nAround 4% of checkouts failed.\n")
