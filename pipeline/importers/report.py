@@ -9,6 +9,8 @@ from typing import Any
 from models.bundle import ImportedClaim, RunBundle, RunResult
 from models.check import CheckedClaim, CheckReport, ClaimBinding
 from models.verifier import ClaimCheck, Verification
+from pipeline.rules.facts import FactSet, extract_facts
+from pipeline.rules.prose import plain_text
 
 NOT_FOUND = "no tool output carries its facts: not verifiable"
 NOT_JUDGED = "not judged: the run ended before the Verifier"
@@ -44,10 +46,23 @@ def _checked(claim: ImportedClaim, check: ClaimCheck | None, downgrade: str | No
         verification, note = None, NOT_JUDGED
     else:
         verification, note = check.verification, downgrade or check.note
+        if verification is Verification.CONTRADICTED and downgrade is None:
+            note = _differing(claim.text, bindings) or note
     return CheckedClaim(claim_id=claim.claim_id, text=claim.text, span=(claim.start, claim.end),
                         kind=claim.kind, critical=claim.critical, hedged=claim.hedged,
                         action=claim.action, verification=verification, note=note,
                         bindings=bindings)
+
+
+def _differing(text: str, bindings: list[ClaimBinding]) -> str | None:
+    """Which values of a contradicted claim differ from every value of their kind in what it
+    was bound to ("14:10 (timestamp) differs from its evidence"), or None."""
+    known = FactSet.from_texts([b.matched_text for b in bindings])
+    found = [f for f in extract_facts(plain_text(text), single_digits=True) if known.conflicts(f)]
+    if not found:
+        return None
+    listed = ", ".join(f"{f.text} ({f.sort})" for f in found[:4])
+    return f"differs from every value of its kind in its evidence: {listed}"
 
 
 def _downgrades(lines: list[str]) -> dict[str, str]:
