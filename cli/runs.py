@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from contextlib import ExitStack
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +38,7 @@ from pipeline.errors import (
 )
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.ids import check_tenant_id
+from pipeline.importers.messages_export import anthropic_transcript
 from pipeline.run.graph import WORKER_QUEUES
 from pipeline.run.lease import check_lease_settings
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
@@ -210,17 +212,33 @@ def cancel(
     Console().print(f"{what} {run_id}: {'cancelled' if cancelled else 'already finished'}")
 
 
+class ExportFormat(StrEnum):
+    """What `verity export` prints."""
+
+    BUNDLE = "bundle"
+    ANTHROPIC = "anthropic"
+
+
 def export(
     run_id: Annotated[str, typer.Argument(help="A stored run id.")],
+    format: Annotated[ExportFormat, typer.Option(
+        "--format", help="bundle (what `verity verify` accepts, the default) or anthropic "
+        "(an Anthropic Messages transcript of the run's tool calls and claims, as "
+        "`verity import --format anthropic` reads it).")] = ExportFormat.BUNDLE,
     tenant: TenantOption = None,
 ) -> None:
-    """Print a stored run as a bundle that `verity verify` accepts."""
+    """Print a stored run as a bundle that `verity verify` accepts, or as a Messages
+    transcript."""
     owner = tenant_of(tenant)
     runtime = build_runtime()
     try:
         bundle = runtime.store.to_bundle(run_id, tenant_id=owner)
     finally:
         runtime.store.close()
+    if format is ExportFormat.ANTHROPIC:
+        transcript = anthropic_transcript(bundle)
+        sys.stdout.write(json.dumps(transcript, ensure_ascii=False) + "\n")
+        return
     sys.stdout.write(bundle.model_dump_json(indent=2) + "\n")
 
 
