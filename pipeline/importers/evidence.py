@@ -5,7 +5,8 @@ evidence paths can address.
   so `$.lines[41]` binds the 42nd line; a text that is a JSON object or array is read as JSON;
 - JSON is kept as parsed under `result` (`$.result.pods[0].status.phase`);
 - a call the tool failed (`is_error`) or the source holds no result for ends ERROR, its text
-  kept as the error; an empty result is NO_EVIDENCE.
+  kept as the error; an empty result (no text, or JSON whose lists are all empty) is
+  NO_EVIDENCE: a negative observation binds to its scope.
 
 Bounded as Verity's own projections are (items per list, characters per string, bytes in all),
 with `truncated` set when anything was cut."""
@@ -61,12 +62,24 @@ def invocation_of(call: ImportedCall, *, max_items: int, max_bytes: int) -> Tool
         empty = not any(line.strip() for line in lines)
     else:
         data = {"result": value}
-        empty = value is None or value == {} or value == [] or value == ""
+        empty = _found_nothing(value)
     projection = bound_projection(data, scope=scope, max_items=max_items, max_bytes=max_bytes)
     return ToolInvocation(
         **base, status=LifecycleStatus.READY, projection=projection,
         evidence_status=EvidenceStatus.NO_EVIDENCE if empty else EvidenceStatus.EVIDENCE_FOUND,
     )
+
+
+def _found_nothing(value: Any) -> bool:
+    """A JSON result with nothing in it: null, empty, or an object whose lists are all empty
+    (`{"deployments": [], "window": ...}`: the query ran and matched nothing)."""
+    if value in (None, "", [], {}):
+        return True
+    if isinstance(value, dict):
+        lists = [v for v in value.values() if isinstance(v, list)]
+        return bool(lists) and not any(lists) and not any(
+            isinstance(v, dict) and v and not _found_nothing(v) for v in value.values())
+    return False
 
 
 def _scope(arguments: dict[str, Any]) -> QueryScope:

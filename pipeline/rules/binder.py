@@ -65,16 +65,16 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
     of its facts is found."""
     facts = _claim_facts(claim)
     words = _content_words(claim)
-    if negative:
-        scoped = _scope_bindings(claim, words, invocations, room=MAX_BINDINGS)
-        if scoped:
-            return scoped
     candidates = [c for inv in invocations if _usable(inv) for c in _candidates(inv)]
     chosen = _supporting(facts, words, candidates)
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
     chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
                            taken=chosen)
-    return [_binding(c, facts) for c in chosen[:MAX_BINDINGS]]
+    bindings = [_binding(c, facts) for c in chosen[:MAX_BINDINGS]]
+    if negative:  # and the queries that found nothing, through their scope
+        bindings += _scope_bindings(claim, words, invocations,
+                                    room=MAX_BINDINGS - len(bindings))
+    return bindings
 
 
 def _claim_facts(claim: str) -> list[Fact]:

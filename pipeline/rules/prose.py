@@ -285,9 +285,10 @@ def read_claim(answer: str, start: int, end: int, section: str | None, *, listed
         return None
     action = bool(_IMPERATIVE.match(plain) or (
         listed and section is not None and _ACTION_HEADING.search(section)))
-    hedged = bool(_HEDGE.search(lexicon.PURPOSE.sub(" ", plain)))
+    own = plain_text(_QUOTED.sub(" ", text))  # the claim's own words, not those it quotes
+    hedged = bool(_HEDGE.search(lexicon.PURPOSE.sub(" ", own)))
     return ProseClaim(text=text, plain=plain, start=start, end=end,
-                      kind=_kind(plain, section), hedged=hedged, critical=False,
+                      kind=_kind(own, section), hedged=hedged, critical=False,
                       action=action, section=section)
 
 
@@ -297,6 +298,11 @@ def _states_something(plain: str, has_facts: bool) -> bool:
     if plain.endswith(("?", ":")):
         return False  # a question, or a lead-in ("Here is what I found for checkout-service:")
     return has_facts or len(_WORD.findall(plain)) >= 3
+
+
+_QUOTED = re.compile(r"\([^()]*\)|`[^`]*`|\"[^\"]*\"|“[^”]*”")
+"""Parenthesized and quoted text: a runbook's title, a logged message. Its words are the
+source's, not the claim's: "(Latency caused by a slow dependency)" names no cause."""
 
 
 def _kind(plain: str, section: str | None) -> ClaimKind:
