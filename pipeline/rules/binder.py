@@ -46,6 +46,7 @@ _WEIGHT = {FactKind.VERSION: 3.0, FactKind.ERROR_CODE: 3.0, FactKind.IDENTIFIER:
            FactKind.SERVICE: 1.0}
 _WORD_WEIGHT = 0.2
 _ANCHORS = IDENTIFYING_KINDS | {FactKind.TIMESTAMP}
+_ANY_SERVICE = re.compile(r"\b(?:any|all|every|other)\s+services?\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 
 
@@ -70,6 +71,8 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
     chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
                            taken=chosen)
+    if not chosen:
+        chosen = _by_words(words, candidates)
     bindings = [_binding(c, facts) for c in chosen[:MAX_BINDINGS]]
     if negative:  # and the queries that found nothing, through their scope
         bindings += _scope_bindings(claim, words, invocations,
@@ -182,6 +185,21 @@ def _settled(fact: Fact, facts: list[Fact], primary: _Candidate, candidate: _Can
                    for f in anchors)
 
 
+def _by_words(words: frozenset[str], candidates: list[_Candidate]) -> list[_Candidate]:
+    """For a claim whose facts are found nowhere (or that states none: "the runbook
+    rb-dependency-latency is the best match"), the one value that uses most of its words, when
+    it uses at least three and half of them; the post-check then reads the claim against it."""
+    best, overlap = None, 0
+    for candidate in candidates:
+        shared = len(words & candidate.words)
+        if shared > overlap or (shared == overlap and best is not None
+                                and len(candidate.text) < len(best.text)):
+            best, overlap = candidate, shared
+    if best is None or overlap < max(3, len(words) / 2):
+        return []
+    return [best]
+
+
 def _in_context(found: list[Fact], facts: list[Fact], candidate: _Candidate,
                 overlap: int) -> bool:
     """Whether a candidate's support is about what the claim is about: a distinctive fact (an
@@ -256,6 +274,8 @@ def _scope_bindings(claim: str, words: frozenset[str], invocations: Sequence[Too
             continue
         scope = invocation.projection.scope
         service = scope.service
+        if service and _ANY_SERVICE.search(claim):
+            continue  # "no deploy of any service": not a query of one service
         if service and service.casefold() in lowered:
             found.append(EvidenceBinding(invocation_id=invocation.tool_call_id,
                                          tool_name=invocation.tool_name,

@@ -80,6 +80,10 @@ _HEDGE = re.compile(
     r"|appears?|appeared|seems?|seemed|suggests?|suggested|suspect\w*|hypothes\w*|potential"
     r"|potentially|plausibl[ey]|presumabl[ey]|conceivabl[ey]|i\s+think|i\s+believe"
     r"|not\s+sure|unclear\s+whether)\b", re.IGNORECASE)
+_ORIGIN = re.compile(
+    r"\b(?:is|was)\s+where\s+(?:the\s+)?(?:problems?|trouble|errors?|failures?|issues?)\s+"
+    r"(?:starts?|started|begins?|began|originates?|originated)\b", re.IGNORECASE)
+"""Where a chain of failures starts: "payment-gateway is where the problems start"."""
 _CORRELATION = re.compile(
     r"\bcorrelat\w*|\bcoincid\w*|\bat\s+the\s+same\s+time\b|\baround\s+the\s+same\s+time\b"
     r"|\bin\s+the\s+same\s+minute\b|\b(?:right|shortly|just|immediately|minutes?)\s+after\b"
@@ -309,7 +313,7 @@ def _kind(plain: str, section: str | None) -> ClaimKind:
     heading_cause = section is not None and bool(_CAUSE_HEADING.search(section))
     if lexicon.DENIAL.search(plain):
         return ClaimKind.NEGATIVE_OBSERVATION  # "no root cause is confirmed"
-    if lexicon.CAUSE_NAMING.search(plain):
+    if lexicon.CAUSE_NAMING.search(plain) or _ORIGIN.search(plain):
         return ClaimKind.ROOT_CAUSE
     if _CONTRIBUTING.search(plain):
         return ClaimKind.CONTRIBUTING_FACTOR

@@ -41,20 +41,16 @@ SCENARIOS = [
     "inventory-oom-crashloop",
     "billing-no-evidence",
     "checkout-injected-instructions",
-    _known("orders-latency-payment-gateway",
-           "PASS -> LOW_CONFID: prose reads c13 (runbook 'Latency caused by ...') as the only "
-           "root cause, critical, and the binder finds no fact in it; c4 'is where the "
-           "problems start' is read as a finding"),
+    "orders-latency-payment-gateway",
     _known("catalog-pricing-rate-limit",
-           "PASS -> LOW_CONFID: prose leaves the pricing-api findings (c8, c9) not critical, "
-           "so nothing corroborates root cause c3, judged overstated"),
-    _known("search-unexplained-errors",
-           "PASS -> REJECT: no root cause, so prose makes every negative critical; c4 ('no "
-           "deployments of any service') is bound by its times to log hits: contradicted"),
+           "PASS -> LOW_CONFID: prose leaves the pricing-api findings (c8, c9) not critical "
+           "(a service name is no identifying fact), so nothing corroborates root cause c3, "
+           "judged overstated"),
+    "search-unexplained-errors",
     _known("settlement-tls-expiry",
-           "PASS -> REJECT: no root cause read (c3 'is where the problems start'), so prose "
-           "makes every finding critical; c3 is bound to an alert and a log hit instead of "
-           "the Expired event, and its '1' is contradicted; c15 (runbook) has no fact found"),
+           "PASS -> REJECT: root cause c3 is bound to an alert and a log hit instead of the "
+           "Expired event that states its '1', so that bare 1 differs from every number "
+           "its bound evidence states: contradicted"),
 ]
 
 
