@@ -1,10 +1,13 @@
 """`verity check-answer` and `verity import`: check another agent's answer against the tool
-output it was given. The answer is split into claims, each claim is bound to the values that
+output it was given. The answer is split into claims (with `--provider anthropic` by the Claude
+extractor, its reply laid over the answer by code), each claim is bound to the values that
 carry its facts, and the usual Gatekeeper → Verifier → verdict judges them; the report marks
-every claim of the answer as written."""
+every claim of the answer as written. When the extractor's reply is not usable the claims are
+the deterministic splitter's, and the report says so (stderr with --json)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -14,18 +17,21 @@ from rich.markup import escape
 from cli.inputs import VerifyProvider, emit_json, open_run_store, read_input, verify_models
 from cli.runs import TenantOption, tenant_of
 from models.check import CheckedClaim, CheckReport
-from pipeline.checks import CheckedAnswer, check, save
+from pipeline.checks import CheckedAnswer, check, extract_claims, save
 from pipeline.config import VeritySettings
 from pipeline.importers.bundle import to_bundle
 from pipeline.importers.files import parse_files
 from pipeline.importers.formats import parse_transcript
 from pipeline.importers.record import ImportedRun
+from pipeline.model import Model
+from pipeline.rules.extracted import Extraction
+from pipeline.run.attempts import AttemptLog
 
 _out = Console(soft_wrap=False)
 
 ProviderOption = Annotated[VerifyProvider, typer.Option(
-    "--provider", help="Verifier and Composer: offline (deterministic, the default) or "
-    "anthropic (Claude; needs ANTHROPIC_API_KEY).")]
+    "--provider", help="Claim extractor, Verifier and Composer: offline (deterministic, the "
+    "default) or anthropic (Claude; needs ANTHROPIC_API_KEY).")]
 QuestionOption = Annotated[str | None, typer.Option(
     "--question", help="The question the answer answers (else the transcript's first user "
     "message, else a generic one).")]
@@ -83,7 +89,12 @@ def import_run(
                       setting="VERITY_IMPORT_MAX_BYTES")
     imported = parse_transcript(text, format)
     if bundle:
-        made = to_bundle(imported, question=question, settings=settings)
+        extractor = _extractor(provider, settings)
+        extraction = None if extractor is None else extract_claims(
+            imported.answer, extractor, log=AttemptLog("bundle"))
+        made = to_bundle(imported, question=question, settings=settings,
+                         extract=None if extraction is None else lambda _: extraction.claims)
+        _warn(extraction)
         emit_json(made.model_dump(mode="json"))
         return
     _check_and_print(imported, question=question, provider=provider, as_json=as_json,
@@ -96,24 +107,46 @@ def _check_and_print(imported: ImportedRun, *, question: str | None, provider: V
     owner = tenant_of(tenant)
     verifier, composer = verify_models(provider, settings)
     checked = check(imported, verifier=verifier, composer=composer, question=question,
-                    settings=settings)
+                    settings=settings, extractor=_extractor(provider, settings))
     if store:
         with open_run_store() as run_store:
             save(run_store, checked, tenant_id=owner)
     if as_json:
+        _warn(checked.extraction)
         emit_json(checked.report.model_dump(mode="json"))
         return
-    print_report(_out, checked.report)
+    print_report(_out, checked.report, extraction=checked.extraction)
     if store:
         _stored_line(checked)
+
+
+def _extractor(provider: VerifyProvider, settings: VeritySettings) -> Model | None:
+    """The Claude claim extractor with `--provider anthropic` (a missing key is
+    `verify_models`' one-line error), else None: the deterministic splitter."""
+    if provider is not VerifyProvider.ANTHROPIC:
+        return None
+    key = settings.anthropic_api_key
+    if key is None or not key.get_secret_value():
+        verify_models(provider, settings)  # raises its one-line missing-key error
+    from pipeline.factory import claude_extractor  # the SDK is imported only when used
+
+    return claude_extractor(settings)
+
+
+def _warn(extraction: Extraction | None) -> None:
+    """A fallback to the splitter, said on stderr (stdout holds one JSON object)."""
+    if extraction is not None and extraction.fallback:
+        sys.stderr.write(f"verity: warning: {extraction.note}\n")
 
 
 def _stored_line(checked: CheckedAnswer) -> None:
     _out.print(f"Stored. Show it again with: verity show {checked.report.run_id}", style="dim")
 
 
-def print_report(console: Console, report: CheckReport) -> None:
-    """The verdict, then each claim of the answer with its mark, then where it was found."""
+def print_report(console: Console, report: CheckReport, *,
+                 extraction: Extraction | None = None) -> None:
+    """The verdict, then how the claims were found (with an extractor), then each claim of the
+    answer with its mark, then where it was found."""
     style = _VERDICT_STYLE.get(report.verdict.value if report.verdict else "", "bold")
     verdict = report.verdict.value if report.verdict else "not verified"
     console.print(f"[{style}]{verdict}[/] {escape(report.question)}")
@@ -124,6 +157,8 @@ def print_report(console: Console, report: CheckReport) -> None:
     counts = ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in judged.items() if n)
     console.print(f"{len(claims)} claims in the {report.format} answer{agent}: {counts}",
                   style="dim")
+    if extraction is not None:
+        console.print(escape(extraction.note), style="yellow" if extraction.fallback else "dim")
     for claim in report.claims:
         console.print(_claim_line(claim))
         for binding in claim.bindings[:3]:

@@ -8,6 +8,7 @@ from models.bundle import RunBundle, RunResult
 from models.composer import ComposerInput, ComposerOutput
 from models.evaluation import PromptAudit, SelfEvaluation, VerifierEvaluation
 from models.executor import ExecutorEvidenceV2
+from models.extractor import ExtractorOutput
 from models.fallback import SafeFallback
 from models.gatekeeper import GatekeeperResult
 from models.invocation import Projection, ToolInvocation
@@ -18,6 +19,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "tool_invocation": ToolInvocation,
     "projection": Projection,
     "executor_evidence_v2": ExecutorEvidenceV2,
+    "extractor_output": ExtractorOutput,
     "gatekeeper_result": GatekeeperResult,
     "verifier_input": VerifierInput,
     "verifier_output": VerifierOutput,

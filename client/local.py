@@ -54,7 +54,7 @@ from pipeline.errors import (
     StoreError,
     VerityError,
 )
-from pipeline.factory import batch_judges
+from pipeline.factory import batch_judges, claude_extractor
 from pipeline.ids import check_batch_id, check_tenant_id
 from pipeline.importers.files import parse_files
 from pipeline.importers.formats import parse_transcript
@@ -259,7 +259,9 @@ class VerityClient:
         tenant's runs (origin `import`; its id is the report's `run_id`). `format` is
         `anthropic`, `openai` or `otel` with the `transcript` text, or `files` with the
         `answer` text and `evidence` as (file name, text) pairs. The Verifier and Composer are
-        `provider`'s (default the configured one). TranscriptError (an InputError, one line)
+        `provider`'s (default the configured one); with `anthropic` the claims are the Claude
+        extractor's (the deterministic splitter's, logged as a warning and recorded in the
+        stored run, when its reply is not usable). TranscriptError (an InputError, one line)
         for an input that cannot be imported; nothing is stored then."""
         chosen = self._provider(provider)
         if format == "files":
@@ -270,9 +272,13 @@ class VerityClient:
             if transcript is None:
                 raise InputError(f"format {format} needs the transcript's text")
             imported = parse_transcript(transcript, format)
-        verifier, composer = batch_judges(self.runtime.settings, chosen)
+        settings = self.runtime.settings
+        verifier, composer = batch_judges(settings, chosen)
+        extractor = claude_extractor(settings) if chosen == "anthropic" else None
         checked = check_answer(imported, verifier=verifier, composer=composer,
-                               question=question, settings=self.runtime.settings)
+                               question=question, settings=settings, extractor=extractor)
+        if checked.extraction is not None and checked.extraction.fallback:
+            logger.warning("check %s: %s", checked.report.run_id, checked.extraction.note)
         save_check(self.runtime.store, checked, tenant_id=self.tenant)
         return checked.report
 

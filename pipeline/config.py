@@ -11,17 +11,20 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.errors import ConfigurationError
 
-LlmRole = Literal["planner", "executor", "verifier", "composer", "knowledge"]
+LlmRole = Literal["planner", "executor", "verifier", "composer", "knowledge", "extractor"]
 DEFAULT_MODELS: dict[str, str] = {
     "planner": "claude-sonnet-5-5",
     "executor": "claude-sonnet-5-5",
     "verifier": "claude-opus-5-5",
     "composer": "claude-sonnet-5-5",
     "knowledge": "claude-haiku-5-5",
+    "extractor": "claude-sonnet-5-5",
 }
 """Current defaults per role. The Verifier's judgement is the one the verdict rests on, so it gets
 the strongest current model (Opus 5.5); the Planner, Executor and Composer get Sonnet 5.5 (fast,
-strong at tool use); the knowledge answer is a short extraction from one lookup (Haiku 5.5)."""
+strong at tool use); the knowledge answer is a short extraction from one lookup (Haiku 5.5); the
+claim extractor copies a checked answer's claims exactly and reads their kind, which the
+verdict's critical claims follow from (Sonnet 5.5)."""
 
 
 class VeritySettings(BaseSettings):
@@ -130,6 +133,10 @@ class VeritySettings(BaseSettings):
     model_composer: str = Field(default=DEFAULT_MODELS["composer"], description="Composer model.")
     model_knowledge: str = Field(
         default=DEFAULT_MODELS["knowledge"], description="Knowledge answerer model."
+    )
+    model_extractor: str = Field(
+        default=DEFAULT_MODELS["extractor"],
+        description="Claim extractor model (a checked answer's claims, with --provider anthropic).",
     )
     llm_timeout_s: float = Field(
         default=300.0, gt=0,
@@ -248,7 +255,7 @@ class VeritySettings(BaseSettings):
         """The configured model of an agent role."""
         models = {"planner": self.model_planner, "executor": self.model_executor,
                   "verifier": self.model_verifier, "composer": self.model_composer,
-                  "knowledge": self.model_knowledge}
+                  "knowledge": self.model_knowledge, "extractor": self.model_extractor}
         return models[role]
 
     def max_tokens_for(self, role: str) -> int:

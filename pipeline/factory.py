@@ -5,10 +5,12 @@ named here too because runtimes are built here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pipeline.agents.claude import (
     ClaudeComposer,
+    ClaudeExtractor,
     ClaudeKnowledgeAnswerer,
     ClaudePlanner,
     ClaudeVerifier,
@@ -23,7 +25,7 @@ from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.model import Model
 from pipeline.providers.messages import MessagesProvider
 from pipeline.providers.pricing import load_prices
-from pipeline.run.attempts import RetryPolicy
+from pipeline.run.attempts import Retrying, RetryPolicy
 from pipeline.run.faults import with_faults
 from pipeline.run.graph import GRAPH
 from pipeline.run.runtime import Agents, Runtime
@@ -48,26 +50,14 @@ def offline_agents() -> Agents:
 def claude_agents(
     settings: VeritySettings, *, provider: MessagesProvider | None = None
 ) -> Agents:
-    """Claude for the Planner, Executor, Verifier, Composer and knowledge answers, one model per
-    role from settings; intent routing and knowledge validation stay deterministic.
+    """Claude for the Planner, Executor, Verifier, Composer, knowledge answers and the claim
+    extractor, one model per role from settings; intent routing and knowledge validation stay
+    deterministic.
 
     `provider` defaults to the Anthropic SDK provider built from settings (key, base URL,
     timeouts); a missing key is a one-line ConfigurationError.
     """
-    if provider is None:
-        from pipeline.providers.anthropic import AnthropicProvider  # the SDK only when used
-
-        provider = AnthropicProvider.from_settings(settings)
-    common: dict[str, Any] = {
-        "prices": load_prices(settings.prices_file),
-        "force_tool_choice": settings.force_tool_choice,
-        "policy": RetryPolicy.from_settings(settings),
-    }
-
-    def options(role: str) -> dict[str, Any]:
-        return {"provider": provider, "model": settings.model_for(role),
-                "max_tokens": settings.max_tokens_for(role), **common}
-
+    options = _claude_options(settings, provider)
     return Agents(
         planner=ClaudePlanner(**options("planner")),
         executor=ClaudeExecutor(
@@ -79,8 +69,39 @@ def claude_agents(
         knowledge=ClaudeKnowledgeAnswerer(**options("knowledge")),
         classify_intent=classify_intent,
         validate_knowledge=validate_knowledge_answer,
+        extractor=ClaudeExtractor(**options("extractor")).retrying(),
         remote=True,
     )
+
+
+def claude_extractor(
+    settings: VeritySettings, provider: MessagesProvider | None = None
+) -> Retrying:
+    """The Claude claim extractor alone, under its retry policy, as `claude_agents` builds it
+    (model `settings.model_for("extractor")`; `provider` as there)."""
+    return ClaudeExtractor(**_claude_options(settings, provider)("extractor")).retrying()
+
+
+def _claude_options(
+    settings: VeritySettings, provider: MessagesProvider | None
+) -> Callable[[str], dict[str, Any]]:
+    """The constructor arguments of a Claude role, by role name."""
+    if provider is None:
+        from pipeline.providers.anthropic import AnthropicProvider  # the SDK only when used
+
+        provider = AnthropicProvider.from_settings(settings)
+    common: dict[str, Any] = {
+        "provider": provider,
+        "prices": load_prices(settings.prices_file),
+        "force_tool_choice": settings.force_tool_choice,
+        "policy": RetryPolicy.from_settings(settings),
+    }
+
+    def options(role: str) -> dict[str, Any]:
+        return {"model": settings.model_for(role), "max_tokens": settings.max_tokens_for(role),
+                **common}
+
+    return options
 
 
 def batch_judges(
@@ -139,6 +160,7 @@ __all__ = [
     "batch_judges",
     "build_runtime",
     "claude_agents",
+    "claude_extractor",
     "load_source",
     "offline_agents",
     "resolve_scenario",

@@ -20,7 +20,7 @@ from pipeline.package_data import package_files
 CATALOG_VERSION = "verity.prompts.2026-12-01"
 ROLES = ("planner", "executor", "verifier", "composer")
 """The catalog's roles (the spec's four)."""
-PROMPT_ROLES = (*ROLES, "knowledge")
+PROMPT_ROLES = (*ROLES, "knowledge", "extractor")
 """Every role with a prompt file."""
 _DIR = package_files("pipeline") / "prompt_files"
 

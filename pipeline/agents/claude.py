@@ -1,4 +1,5 @@
-"""Claude agents: Planner, Verifier, Composer and knowledge answerer over one Messages provider.
+"""Claude agents: Planner, Verifier, Composer, knowledge answerer and claim extractor over one
+Messages provider.
 
 Structured output for every role: the request offers one answer tool whose `input_schema` is
 the pydantic contract's JSON Schema; the answer is that tool's `input`, parsed with
@@ -28,6 +29,7 @@ from pydantic import BaseModel
 
 from models.agent import KnowledgeAnswer, Plan, PreviousTurn
 from models.composer import ComposerReply
+from models.extractor import ExtractorOutput
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from models.verifier import EvidenceGap, VerifierOutput
 from pipeline.agents.knowledge import validate_knowledge_answer
@@ -61,6 +63,8 @@ ANSWER_TOOLS: dict[str, tuple[str, str, type[BaseModel]]] = {
                  ComposerReply),
     "knowledge": ("submit_knowledge_answer", "Submit the answer, citing returned documents.",
                   KnowledgeAnswer),
+    "extractor": ("submit_claims", "Submit the claims of the answer, each copied exactly from "
+                  "it.", ExtractorOutput),
 }
 """Per role: the answer tool's name, description and contract."""
 
@@ -179,7 +183,7 @@ def answer_text(response: MessagesResponse, tool: str) -> str:
     return json.dumps(uses[0].get("input"), ensure_ascii=False)
 
 
-# -- single-turn roles: Verifier and Composer ------------------------------------------------
+# -- single-turn roles: Verifier, Composer and claim extractor -------------------------------
 
 
 @dataclass
@@ -221,6 +225,15 @@ class ClaudeComposer(ClaudeSingleTurn):
     unchanged)."""
 
     role: str = "composer"
+
+
+@dataclass
+class ClaudeExtractor(ClaudeSingleTurn):
+    """The claim extractor on Claude: a `Model` whose payload is a checked answer's text as
+    UTF-8 (not JSON: the model copies claims from it character for character). Its reply is
+    laid over the answer by `pipeline.rules.extracted`."""
+
+    role: str = "extractor"
 
 
 # -- Planner --------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """What the graph's node bodies ask of the agents: one protocol per role, and the set a run uses.
 
-The single-turn roles (Verifier, Composer) are `Model`s (`pipeline.model`, the one door to a
-model; a Claude one comes wrapped in its retry policy); the Planner, the Executor and the
-knowledge answerer are agents with their own shapes below, whose Claude implementations call
-the same door. Intent routing and knowledge validation are deterministic functions, carried with
-the agents so a runtime factory can swap them with the rest.
+The single-turn roles (Verifier, Composer, claim extractor) are `Model`s (`pipeline.model`, the
+one door to a model; a Claude one comes wrapped in its retry policy); the Planner, the Executor
+and the knowledge answerer are agents with their own shapes below, whose Claude implementations
+call the same door. Intent routing and knowledge validation are deterministic functions, carried
+with the agents so a runtime factory can swap them with the rest.
 """
 
 from __future__ import annotations
@@ -80,6 +80,9 @@ class Agents:
     knowledge: KnowledgeAnswerer
     classify_intent: Callable[[str], Intent]
     validate_knowledge: Callable[[KnowledgeAnswer, ToolInvocation], list[str]]
+    extractor: Model | None = None
+    """The claim extractor of a checked answer (`pipeline.checks`); None: the deterministic
+    splitter reads its claims. No graph node asks it."""
     remote: bool = False
     """Some agent sends network requests: the runtime journals their attempts as they happen
     and abandons the in-flight rows of a copy that died (said by whoever builds the set)."""

@@ -1,12 +1,14 @@
 """An imported run as a Verity run bundle: its calls as invocations, its answer split into
-claims (`pipeline.rules.prose`), each claim bound to the tool output that carries its facts
-(`pipeline.rules.binder`), written as the Executor output a Verity run would hold. Claims the
-binder finds nothing for stay in the bundle's `imported` section, unbound: they cannot be
-verified, and a critical one keeps the verdict from passing."""
+claims (`pipeline.rules.prose`, or as an extractor read them: `pipeline.rules.extracted`), each
+claim bound to the tool output that carries its facts (`pipeline.rules.binder`), written as the
+Executor output a Verity run would hold. Claims the binder finds nothing for stay in the
+bundle's `imported` section, unbound: they cannot be verified, and a critical one keeps the
+verdict from passing."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from models.bundle import ImportedAnswer, ImportedClaim, RunBundle
 from models.common import Intent
@@ -32,12 +34,14 @@ DEFAULT_QUESTION = "Is this diagnosis supported by the evidence it was given?"
 
 
 def to_bundle(run: ImportedRun, *, question: str | None = None,
-              settings: VeritySettings | None = None) -> RunBundle:
+              settings: VeritySettings | None = None,
+              extract: Callable[[str], list[ProseClaim]] | None = None) -> RunBundle:
     """The bundle of `run`: `question` (else the run's own, else DEFAULT_QUESTION) as its
-    query. TranscriptError when the run has no claim to check or repeats a tool call id."""
+    query, its answer's claims those `extract` finds (default `split_claims`). TranscriptError
+    when the run has no claim to check or repeats a tool call id."""
     limits = settings or VeritySettings()
     invocations = _invocations(run, limits)
-    prose = split_claims(run.answer)
+    prose = (extract or split_claims)(run.answer)
     if not any(not p.action for p in prose):
         raise TranscriptError("the answer states nothing to check (no sentence, list item or "
                               "table row with a fact)")
