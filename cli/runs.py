@@ -27,6 +27,7 @@ from rich.console import Console
 from cli.render import print_result
 from models.bundle import RunResult
 from models.run import DEFAULT_TENANT, RunEvent, RunRecord
+from pipeline.checks import result_of
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.errors import (
     BatchNotFoundError,
@@ -38,7 +39,9 @@ from pipeline.errors import (
 )
 from pipeline.factory import build_runtime, resolve_scenario
 from pipeline.ids import check_tenant_id
+from pipeline.importers.evaluations import evaluation_events
 from pipeline.importers.messages_export import anthropic_transcript
+from pipeline.importers.report import check_report
 from pipeline.run.graph import WORKER_QUEUES
 from pipeline.run.lease import check_lease_settings
 from pipeline.scenarios import default_scenarios_dir, list_scenarios
@@ -217,24 +220,36 @@ class ExportFormat(StrEnum):
 
     BUNDLE = "bundle"
     ANTHROPIC = "anthropic"
+    OTEL = "otel"
 
 
 def export(
     run_id: Annotated[str, typer.Argument(help="A stored run id.")],
     format: Annotated[ExportFormat, typer.Option(
-        "--format", help="bundle (what `verity verify` accepts, the default) or anthropic "
+        "--format", help="bundle (what `verity verify` accepts, the default), anthropic "
         "(an Anthropic Messages transcript of the run's tool calls and claims, as "
-        "`verity import --format anthropic` reads it).")] = ExportFormat.BUNDLE,
+        "`verity import --format anthropic` reads it) or otel (a stored check of another "
+        "agent's answer as OpenTelemetry gen_ai.evaluation.result events, OTLP JSON logs)."
+    )] = ExportFormat.BUNDLE,
     tenant: TenantOption = None,
 ) -> None:
-    """Print a stored run as a bundle that `verity verify` accepts, or as a Messages
-    transcript."""
+    """Print a stored run as a bundle that `verity verify` accepts, as a Messages transcript,
+    or (a check) as evaluation events."""
     owner = tenant_of(tenant)
     runtime = build_runtime()
     try:
         bundle = runtime.store.to_bundle(run_id, tenant_id=owner)
+        record = runtime.store.get_run(run_id, tenant_id=owner)
     finally:
         runtime.store.close()
+    if format is ExportFormat.OTEL:
+        if bundle.imported is None:
+            raise InputError(f"run {run_id} is not a check of another agent's answer: "
+                             "--format otel exports the verdicts of one")
+        report = check_report(bundle, result_of(record))
+        events = evaluation_events(report, time_unix_nano=time.time_ns())
+        sys.stdout.write(json.dumps(events, ensure_ascii=False) + "\n")
+        return
     if format is ExportFormat.ANTHROPIC:
         transcript = anthropic_transcript(bundle)
         sys.stdout.write(json.dumps(transcript, ensure_ascii=False) + "\n")

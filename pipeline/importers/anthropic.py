@@ -15,61 +15,46 @@ from typing import Any
 
 from pipeline.importers.jsontext import (
     CallLedger,
-    arr,
+    Conversation,
     fail,
     kind,
-    load,
     obj,
-    optional_string,
     quote,
+    request_messages,
     string,
     tool_call_id,
+    typed_objects,
 )
 from pipeline.importers.record import ImportedRun
 
 Block = tuple[str, dict[str, Any]]
 """A content block and where it is (`messages[3].content[1]`)."""
 
+_ROLES = ("user", "assistant")
+_MISPLACED = {"user": ("tool_use", "a user message"),
+              "assistant": ("tool_result", "an assistant message")}
+"""The tool block a role's message may not hold, and that message as an error names it."""
+
 
 def parse(text: str) -> ImportedRun:
     """The run an Anthropic Messages transcript records; a TranscriptError saying where when
     it is malformed, an id is missing, repeated or unknown, or there is no final answer."""
-    messages, base, agent = _messages(load(text))
+    messages, agent = request_messages(text, "Messages")
     ledger = CallLedger(call_noun="tool_use id", result_noun="tool_result", id_key="tool_use_id")
-    question: str | None = None
-    seen_user = False
-    last: tuple[str, list[str], bool] | None = None
-    for index, raw in enumerate(messages):
-        where = f"{base}[{index}]"
-        message = obj(raw, where)
+    conversation = Conversation()
+    for where, message in messages:
         role = message.get("role")
         blocks = _blocks(message.get("content"), where)
-        if role == "user":
-            texts = _read_user(blocks, ledger)
-            if not seen_user:
-                question = "\n".join(texts).strip() or None
-                seen_user = True
-        elif role == "assistant":
-            made = len(ledger.calls())
-            texts = _read_assistant(blocks, ledger)
-            last = (where, texts, len(ledger.calls()) > made)
-        else:
+        if role not in _ROLES:
             fail(f"{where}.role", f"{quote(role)} is not 'user' or 'assistant'")
-    return ImportedRun(format="anthropic", answer=_answer(last), calls=ledger.calls(),
-                       question=question, agent=agent)
-
-
-def _messages(data: Any) -> tuple[list[Any], str, str | None]:
-    """(messages, the path they are at, the model) of a request body or a bare array."""
-    if isinstance(data, list):
-        return data, "", None
-    if not isinstance(data, dict):
-        fail("", f"expected a Messages request body (an object with messages) or an array of "
-                 f"messages, got {kind(data)}")
-    if "messages" not in data:
-        fail("", "no messages: expected a Messages request body (an object with messages)")
-    agent = optional_string(data.get("model"), "model", what="model")
-    return arr(data["messages"], "messages"), "messages", agent
+        made = len(ledger.calls())
+        said = "\n".join(_read_blocks(blocks, role, ledger))
+        if role == "assistant":
+            conversation.assistant(where, said, calls_tools=len(ledger.calls()) > made)
+        else:
+            conversation.user(said)
+    return ImportedRun(format="anthropic", answer=conversation.answer(what="text"),
+                       calls=ledger.calls(), question=conversation.question, agent=agent)
 
 
 def _blocks(content: Any, where: str) -> list[Block]:
@@ -78,46 +63,34 @@ def _blocks(content: Any, where: str) -> list[Block]:
         fail(where, "content missing")
     if isinstance(content, str):
         return [(f"{where}.content", {"type": "text", "text": content})]
-    blocks = []
-    for index, raw in enumerate(arr(content, f"{where}.content")):
-        place = f"{where}.content[{index}]"
-        block = obj(raw, place)
-        string(block.get("type"), place, what="block type")
-        blocks.append((place, block))
-    return blocks
+    return [(place, block)
+            for place, _, block in typed_objects(content, f"{where}.content", what="block type")]
 
 
-def _read_user(blocks: list[Block], ledger: CallLedger) -> list[str]:
-    """The texts of a user message; its tool results go to the ledger."""
+def _read_blocks(blocks: list[Block], role: str, ledger: CallLedger) -> list[str]:
+    """The texts of a `role` message; its tool calls (an assistant's) or tool results (a
+    user's) go to the ledger, and the other kind of tool block is an error."""
+    misplaced, message = _MISPLACED[role]
     texts = []
     for where, block in blocks:
+        if block["type"] == misplaced:
+            fail(where, f"{misplaced} in {message}")
         match block["type"]:
             case "text":
                 texts.append(_text(block, where))
+            case "tool_use":
+                _read_use(block, where, ledger)
             case "tool_result":
                 _read_result(block, where, ledger)
-            case "tool_use":
-                fail(where, "tool_use in a user message")
     return texts
 
 
-def _read_assistant(blocks: list[Block], ledger: CallLedger) -> list[str]:
-    """The texts of an assistant message; its tool calls go to the ledger."""
-    texts = []
-    for where, block in blocks:
-        match block["type"]:
-            case "text":
-                texts.append(_text(block, where))
-            case "tool_use":
-                call_id = tool_call_id(block.get("id"), where, what="tool_use id")
-                name = string(block.get("name"), where, what="tool_use name")
-                if "input" not in block:
-                    fail(where, f"tool_use {quote(call_id)} has no input")
-                arguments = obj(block["input"], f"{where}.input")
-                ledger.call(where, call_id, name, arguments)
-            case "tool_result":
-                fail(where, "tool_result in an assistant message")
-    return texts
+def _read_use(block: dict[str, Any], where: str, ledger: CallLedger) -> None:
+    call_id = tool_call_id(block.get("id"), where, what="tool_use id")
+    name = string(block.get("name"), where, what="tool_use name")
+    if "input" not in block:
+        fail(where, f"tool_use {quote(call_id)} has no input")
+    ledger.call(where, call_id, name, obj(block["input"], f"{where}.input"))
 
 
 def _read_result(block: dict[str, Any], where: str, ledger: CallLedger) -> None:
@@ -136,13 +109,8 @@ def _result_text(content: Any, where: str) -> str:
         return ""
     if isinstance(content, str):
         return content
-    texts = []
-    for index, raw in enumerate(arr(content, f"{where}.content")):
-        place = f"{where}.content[{index}]"
-        block = obj(raw, place)
-        if string(block.get("type"), place, what="block type") == "text":
-            texts.append(_text(block, place))
-    return "\n".join(texts)
+    blocks = typed_objects(content, f"{where}.content", what="block type")
+    return "\n".join(_text(block, place) for place, type_, block in blocks if type_ == "text")
 
 
 def _text(block: dict[str, Any], where: str) -> str:
@@ -150,17 +118,3 @@ def _text(block: dict[str, Any], where: str) -> str:
     if not isinstance(text, str):
         fail(where, f"text block's text is {kind(text)}, not a string")
     return text
-
-
-def _answer(last: tuple[str, list[str], bool] | None) -> str:
-    """The text of the last assistant message, which must not call tools (a run that ends on
-    tool calls ended before the model answered)."""
-    if last is None:
-        fail("", "no final answer: the transcript has no assistant message")
-    where, texts, calls_tools = last
-    answer = "\n".join(texts).strip()
-    if not answer:
-        fail("", f"no final answer: the last assistant message ({where}) has no text")
-    if calls_tools:
-        fail("", f"no final answer: the last assistant message ({where}) calls tools")
-    return answer

@@ -1,13 +1,16 @@
 """What the importers share to read JSON text (RFC 8259; JSON lines as https://jsonlines.org
 has them): loading with a one-line error that says where (line and column, or a path such as
 `messages[3].content[1]`), nesting refused past 64 levels, a value's JSON type checked at a
-named place, tool call ids held to the invocation's shape (`TOOL_CALL_ID_PATTERN`), and the
-ledger that pairs each call with its one result."""
+named place, tool call ids held to the invocation's shape (`TOOL_CALL_ID_PATTERN`), the
+messages of a chat request body (Anthropic Messages, OpenAI Chat Completions) with the
+question and final answer they hold, and the ledger that pairs each call with its one
+result."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 from itertools import accumulate
 from typing import Any, NoReturn
@@ -25,7 +28,8 @@ _CALL_ID_MAX = 128
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def problem(where: str, text: str) -> TranscriptError:
@@ -102,6 +106,22 @@ def arr(value: Any, where: str) -> list[Any]:
     return value
 
 
+def objects(values: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The items of the array `values` found at `where`, as (`where[i]`, the item), each
+    checked to be an object as it is reached."""
+    for index, value in enumerate(arr(values, where)):
+        place = f"{where}[{index}]"
+        yield place, obj(value, place)
+
+
+def typed_objects(values: Any, where: str, *,
+                  what: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """The items of the array `values` as `objects` gives them, each with its `type`, a
+    non-empty string (`what` names it in the error): (`where[i]`, the type, the item)."""
+    for place, item in objects(values, where):
+        yield place, string(item.get("type"), place, what=what), item
+
+
 def string(value: Any, where: str, *, what: str) -> str:
     """`value` as a non-empty string; `what` names the field in the error."""
     if value is None:
@@ -130,6 +150,66 @@ def tool_call_id(value: Any, where: str, *, what: str) -> str:
     if len(found) > _CALL_ID_MAX:
         fail(where, f"{what} {quote(found)} is {len(found)} characters (at most {_CALL_ID_MAX})")
     fail(where, f"{what} {quote(found)} has characters outside [A-Za-z0-9_-]")
+
+
+def json_object(value: Any, where: str) -> dict[str, Any]:
+    """A parsed JSON value that must be an object (tool call arguments), or a TranscriptError
+    at `where`."""
+    if not isinstance(value, dict):
+        fail(where, f"expected a JSON object, got {kind(value)}")
+    return value
+
+
+def request_messages(text: str, api: str) -> tuple[Iterator[tuple[str, dict[str, Any]]],
+                                                    str | None]:
+    """The messages of the JSON text of an `api` request body (an object with `messages` and
+    an optional `model`) or of a bare array of messages, and the model. The messages come as
+    (where, the message), each checked to be an object as it is reached."""
+    data = load(text)
+    if isinstance(data, list):
+        return objects(data, ""), None
+    if not isinstance(data, dict):
+        fail("", f"expected a {api} request body (an object with messages) or an array of "
+                 f"messages, got {kind(data)}")
+    if "messages" not in data:
+        fail("", f"no messages: expected a {api} request body (an object with messages)")
+    agent = optional_string(data.get("model"), "model", what="model")
+    return objects(data["messages"], "messages"), agent
+
+
+class Conversation:
+    """The question and the final answer of a chat transcript, noted as its messages are read:
+    the question is the text of the first user message, the answer the text of the last
+    assistant message, which must not call tools (a run that ends on tool calls ended before
+    the model answered)."""
+
+    def __init__(self) -> None:
+        self.question: str | None = None
+        self._seen_user = False
+        self._last: tuple[str, str, bool] | None = None
+
+    def user(self, text: str) -> None:
+        """A user message's text (the question when it is the first)."""
+        if not self._seen_user:
+            self.question = text.strip() or None
+            self._seen_user = True
+
+    def assistant(self, where: str, text: str, *, calls_tools: bool) -> None:
+        """An assistant message at `where`: its text, and whether it calls tools."""
+        self._last = (where, text, calls_tools)
+
+    def answer(self, *, what: str) -> str:
+        """The stripped text of the last assistant message; `what` names that text in the
+        error when there is none."""
+        if self._last is None:
+            fail("", "no final answer: the transcript has no assistant message")
+        where, text, calls_tools = self._last
+        answer = text.strip()
+        if not answer:
+            fail("", f"no final answer: the last assistant message ({where}) has no {what}")
+        if calls_tools:
+            fail("", f"no final answer: the last assistant message ({where}) calls tools")
+        return answer
 
 
 class CallLedger:
@@ -186,8 +266,6 @@ def _depth(text: str) -> int:
 
 
 def _encodable(value: Any) -> bool:
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """True when no string in `value` (keys included) holds a surrogate code point, which
+    only a lone surrogate escape leaves there (the decoder joins a pair into one character)."""
+    return not _SURROGATE.search(json.dumps(value, ensure_ascii=False))

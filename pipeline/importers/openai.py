@@ -16,15 +16,18 @@ from typing import Any
 
 from pipeline.importers.jsontext import (
     CallLedger,
-    arr,
+    Conversation,
     fail,
+    json_object,
     kind,
     load,
     obj,
-    optional_string,
+    objects,
     quote,
+    request_messages,
     string,
     tool_call_id,
+    typed_objects,
 )
 from pipeline.importers.record import ImportedRun
 
@@ -34,28 +37,21 @@ _INSTRUCTIONS = ("system", "developer")
 def parse(text: str) -> ImportedRun:
     """The run a Chat Completions transcript records; a TranscriptError saying where when it
     is malformed, an id is missing, repeated or unknown, or there is no final answer."""
-    messages, base, agent = _messages(load(text))
+    messages, agent = request_messages(text, "Chat Completions")
     ledger = CallLedger(call_noun="tool call id", result_noun="tool message",
                         id_key="tool_call_id")
-    question: str | None = None
-    seen_user = False
-    last: tuple[str, str, bool] | None = None
-    for index, raw in enumerate(messages):
-        where = f"{base}[{index}]"
-        message = obj(raw, where)
+    conversation = Conversation()
+    for where, message in messages:
         role = message.get("role")
         if role in _INSTRUCTIONS:
             continue
         if role == "user":
-            text = _content(message.get("content"), where, nullable=False)
-            if not seen_user:
-                question = text.strip() or None
-                seen_user = True
+            conversation.user(_content(message.get("content"), where, nullable=False))
         elif role == "assistant":
             made = len(ledger.calls())
             _read_calls(message.get("tool_calls"), where, ledger)
             content = _content(message.get("content"), where, nullable=True)
-            last = (where, content, len(ledger.calls()) > made)
+            conversation.assistant(where, content, calls_tools=len(ledger.calls()) > made)
         elif role == "tool":
             call_id = string(message.get("tool_call_id"), where, what="tool message tool_call_id")
             result = _content(message.get("content"), where, nullable=False)
@@ -63,22 +59,8 @@ def parse(text: str) -> ImportedRun:
         else:
             fail(f"{where}.role", f"{quote(role)} is not one of system, developer, user, "
                                   "assistant, tool")
-    return ImportedRun(format="openai", answer=_answer(last), calls=ledger.calls(),
-                       question=question, agent=agent)
-
-
-def _messages(data: Any) -> tuple[list[Any], str, str | None]:
-    """(messages, the path they are at, the model) of a request body or a bare array."""
-    if isinstance(data, list):
-        return data, "", None
-    if not isinstance(data, dict):
-        fail("", f"expected a Chat Completions request body (an object with messages) or an "
-                 f"array of messages, got {kind(data)}")
-    if "messages" not in data:
-        fail("", "no messages: expected a Chat Completions request body (an object with "
-                 "messages)")
-    agent = optional_string(data.get("model"), "model", what="model")
-    return arr(data["messages"], "messages"), "messages", agent
+    return ImportedRun(format="openai", answer=conversation.answer(what="text content"),
+                       calls=ledger.calls(), question=conversation.question, agent=agent)
 
 
 def _content(content: Any, where: str, *, nullable: bool) -> str:
@@ -91,10 +73,7 @@ def _content(content: Any, where: str, *, nullable: bool) -> str:
     if isinstance(content, str):
         return content
     texts = []
-    for index, raw in enumerate(arr(content, f"{where}.content")):
-        place = f"{where}.content[{index}]"
-        part = obj(raw, place)
-        part_type = string(part.get("type"), place, what="part type")
+    for place, part_type, part in typed_objects(content, f"{where}.content", what="part type"):
         if part_type in ("text", "refusal"):
             value = part.get(part_type)
             if not isinstance(value, str):
@@ -106,9 +85,7 @@ def _content(content: Any, where: str, *, nullable: bool) -> str:
 def _read_calls(tool_calls: Any, where: str, ledger: CallLedger) -> None:
     if tool_calls is None:
         return
-    for index, raw in enumerate(arr(tool_calls, f"{where}.tool_calls")):
-        place = f"{where}.tool_calls[{index}]"
-        call = obj(raw, place)
+    for place, call in objects(tool_calls, f"{where}.tool_calls"):
         call_id = tool_call_id(call.get("id"), place, what="tool call id")
         call_type = call.get("type", "function")
         if call_type != "function":
@@ -123,24 +100,7 @@ def _read_calls(tool_calls: Any, where: str, ledger: CallLedger) -> None:
 def _arguments(arguments: Any, place: str) -> dict[str, Any]:
     """`function.arguments`: a JSON string holding an object (an object as such is taken)."""
     if isinstance(arguments, str):
-        arguments = load(arguments, place)
-        if not isinstance(arguments, dict):
-            fail(place, f"expected a JSON object, got {kind(arguments)}")
-        return arguments
+        return json_object(load(arguments, place), place)
     if isinstance(arguments, dict):
         return arguments
     fail(place, f"expected a JSON string, got {kind(arguments)}")
-
-
-def _answer(last: tuple[str, str, bool] | None) -> str:
-    """The content of the last assistant message, which must not call tools (a run that ends
-    on tool calls ended before the model answered)."""
-    if last is None:
-        fail("", "no final answer: the transcript has no assistant message")
-    where, content, calls_tools = last
-    answer = content.strip()
-    if not answer:
-        fail("", f"no final answer: the last assistant message ({where}) has no text content")
-    if calls_tools:
-        fail("", f"no final answer: the last assistant message ({where}) calls tools")
-    return answer

@@ -25,13 +25,16 @@ from pipeline.importers.jsontext import (
     arr,
     fail,
     is_json,
+    json_object,
     kind,
     load,
     obj,
+    objects,
     optional_string,
     quote,
     string,
     tool_call_id,
+    typed_objects,
 )
 from pipeline.importers.record import ImportedCall, ImportedRun
 
@@ -140,19 +143,14 @@ def _spans(document: Any, where: str) -> Iterator[_Span]:
         found = f"{other[0]}, not traces" if other else "no resourceSpans"
         fail(where, f"not OTLP trace data ({found})")
     prefix = f"{where}: " if where else ""
-    for i, raw_resource in enumerate(arr(data["resourceSpans"], f"{prefix}resourceSpans")):
-        resource_at = f"{prefix}resourceSpans[{i}]"
-        resource = obj(raw_resource, resource_at)
-        for j, raw_scope in enumerate(arr(resource.get("scopeSpans", []),
-                                          f"{resource_at}.scopeSpans")):
-            scope_at = f"{resource_at}.scopeSpans[{j}]"
-            scope = obj(raw_scope, scope_at)
-            for k, raw_span in enumerate(arr(scope.get("spans", []), f"{scope_at}.spans")):
-                yield _span(raw_span, f"{scope_at}.spans[{k}]")
+    for resource_at, resource in objects(data["resourceSpans"], f"{prefix}resourceSpans"):
+        for scope_at, scope in objects(resource.get("scopeSpans", []),
+                                       f"{resource_at}.scopeSpans"):
+            for span_at, span in objects(scope.get("spans", []), f"{scope_at}.spans"):
+                yield _span(span, span_at)
 
 
-def _span(raw: Any, where: str) -> _Span:
-    span = obj(raw, where)
+def _span(span: dict[str, Any], where: str) -> _Span:
     name = optional_string(span.get("name"), where, what="name")
     if name:
         where = f"{where} ({quote(name)})"
@@ -177,9 +175,7 @@ def _attributes(raw: Any, where: str) -> dict[str, Any]:
     if raw is None:
         return {}
     attributes: dict[str, Any] = {}
-    for index, item in enumerate(arr(raw, f"{where}.attributes")):
-        place = f"{where}.attributes[{index}]"
-        pair = obj(item, place)
+    for place, pair in objects(raw, f"{where}.attributes"):
         key = string(pair.get("key"), place, what="key")
         attributes[key] = _value(pair.get("value"), f"{place} ({quote(key)})")
     return attributes
@@ -280,9 +276,7 @@ def _exception_message(raw: Any, where: str) -> str:
     """The `exception.message` of the span's first `exception` event, or ""."""
     if raw is None:
         return ""
-    for index, item in enumerate(arr(raw, f"{where}.events")):
-        place = f"{where}.events[{index}]"
-        event = obj(item, place)
+    for place, event in objects(raw, f"{where}.events"):
         if event.get("name") == "exception":
             message = _attributes(event.get("attributes"), place).get("exception.message")
             if message:
@@ -309,15 +303,11 @@ def _messages(span: _Span, key: str) -> list[_Message]:
     if isinstance(raw, str):
         raw = load(raw, where)
     messages = []
-    for index, item in enumerate(arr(raw, where)):
-        place = f"{where}[{index}]"
-        message = obj(item, place)
+    for place, message in objects(raw, where):
         role = string(message.get("role"), place, what="role")
         parts = []
-        for number, raw_part in enumerate(arr(message.get("parts"), f"{place}.parts")):
-            part_at = f"{place}.parts[{number}]"
-            part = obj(raw_part, part_at)
-            part_type = string(part.get("type"), part_at, what="part type")
+        for part_at, part_type, part in typed_objects(message.get("parts"), f"{place}.parts",
+                                                      what="part type"):
             if part_type == "text" and not isinstance(part.get("content"), str):
                 fail(part_at, f"text part's content is {kind(part.get('content'))}, "
                               "not a string")
@@ -365,10 +355,7 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
     """`gen_ai.tool.call.arguments`: a JSON string or a structured value holding an object."""
     if raw is None:
         return {}
-    value = load(raw, where) if isinstance(raw, str) else raw
-    if not isinstance(value, dict):
-        fail(where, f"expected a JSON object, got {kind(value)}")
-    return value
+    return json_object(load(raw, where) if isinstance(raw, str) else raw, where)
 
 
 def _question(chats: list[_Chat]) -> str | None:

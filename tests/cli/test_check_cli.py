@@ -73,6 +73,13 @@ def test_check_answer__human_output_and_store_then_show(env: dict[str, str]) -> 
     exported = _verity("export", run_id, env=env)
     assert exported.returncode == 0, exported.stderr
     assert json.loads(exported.stdout)["imported"] == record["imported"]
+    events = _verity("export", run_id, "--format", "otel", env=env)
+    assert events.returncode == 0, events.stderr
+    records = json.loads(events.stdout)["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
+    assert {r["eventName"] for r in records} == {"gen_ai.evaluation.result"}
+    labels = [a["value"]["stringValue"] for r in records for a in r["attributes"]
+              if a["key"] == "gen_ai.evaluation.score.label"]
+    assert labels[0] == record["verdict"] and "contradicted" in labels[1:]
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai", "otel"])
@@ -135,3 +142,13 @@ def test_check_answer__bad_evidence_and_empty_answer(env: dict[str, str], tmp_pa
     assert done.stderr.strip() == ("verity: error: the answer states nothing to check (no "
                                    "sentence, list item or table row with a fact)")
     assert not (tmp_path / "home").exists()  # nothing stored, nothing half-written
+
+
+def test_export_otel__only_a_check_has_evaluation_events(env: dict[str, str]) -> None:
+    stored = _verity("verify", "samples/bundles/pass.json", "--store", "--json", env=env)
+    assert stored.returncode == 0, stored.stderr
+    run_id = json.loads(stored.stdout)["run_id"]
+    done = _verity("export", run_id, "--format", "otel", env=env)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (f"verity: error: run {run_id} is not a check of another "
+                                   "agent's answer: --format otel exports the verdicts of one")

@@ -5,92 +5,22 @@ malformed input a one-line TranscriptError that names its place."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from models.invocation import EvidenceStatus, LifecycleStatus
-from pipeline.errors import TranscriptError
 from pipeline.importers.anthropic import parse
-from pipeline.importers.evidence import invocation_of
 from pipeline.importers.formats import parse_transcript
 from pipeline.importers.record import ImportedCall, ImportedRun
+from tests.importers import incident
+from tests.importers.incident import FAILED, FOUND
 
-DATA = Path(__file__).parent / "data"
-
-QUESTION = "Why is checkout-service returning 500s since 14:05 UTC?"
-PODS = (
-    "NAME                               READY   STATUS             RESTARTS      AGE\n"
-    "checkout-service-7d9f8b6c5-2xkqp   1/1     Running            4 (3m ago)    2d\n"
-    "checkout-service-7d9f8b6c5-8hjwz   1/1     Running            5 (1m ago)    2d\n"
-    "checkout-service-7d9f8b6c5-tq4nm   0/1     CrashLoopBackOff   6 (20s ago)   2d"
-)
-METRICS_TEXT = ('{"service": "checkout-service", "metric": "http_server_5xx_rate", "unit": "1/s", '
-                '"start": "2026-11-30T14:00:00Z", "step_seconds": 300, '
-                '"values": [0.0, 12.4, 31.8]}')
-LOGS = (
-    "2026-11-30T14:05:12Z ERROR checkout-service POST /api/checkout 500 payment authorization "
-    "failed: pool exhausted (payments-db, 20/20 connections in use)\n"
-    "2026-11-30T14:05:13Z ERROR checkout-service POST /api/checkout 500 payment authorization "
-    "failed: pool exhausted (payments-db, 20/20 connections in use)\n"
-    "2026-11-30T14:06:40Z WARN  checkout-service hikari pool payments-db: connection is not "
-    "available, request timed out after 30000ms"
-)
-ROLLOUT_ERROR = (
-    'Error from server (Forbidden): replicasets.apps is forbidden: User '
-    '"system:serviceaccount:sre:diagnosis-agent" cannot list resource "replicasets" in API '
-    'group "apps" in the namespace "shop"'
-)
-ANSWER = (
-    "checkout-service returns 500s because its payments-db connection pool is exhausted. Since "
-    "14:05 UTC the logs show \"pool exhausted (payments-db, 20/20 connections in use)\" on POST "
-    "/api/checkout, the 5xx rate rose from 0 to 31.8/s by 14:10, and one pod is in "
-    "CrashLoopBackOff while the others restart.\n\n"
-    "The rollout history could not be read (forbidden) and the trace search returned nothing, "
-    "so a recent deploy is not ruled out."
-)
-EXPECTED = ImportedRun(
-    format="anthropic",
-    answer=ANSWER,
-    question=QUESTION,
-    agent="claude-sonnet-4-5-20250929",
-    calls=(
-        ImportedCall(call_id="toolu_01A7kPodsQw3XbV9cN2mZ", tool="kubectl_get_pods",
-                     arguments={"namespace": "shop", "selector": "app=checkout-service"},
-                     result=PODS),
-        ImportedCall(call_id="toolu_01B4hMetr8sYt2vLw6Jx", tool="query_metrics",
-                     arguments={"service": "checkout-service",
-                                "query": 'sum(rate(http_requests_total{service="checkout-service"'
-                                         ',code=~"5.."}[5m]))',
-                                "start": "2026-11-30T13:45:00Z", "end": "2026-11-30T14:30:00Z"},
-                     result=METRICS_TEXT),
-        ImportedCall(call_id="toolu_01C9rLogs3eUc5xPz1nK", tool="search_logs",
-                     arguments={"service": "checkout-service",
-                                "query": "level:error OR level:warn",
-                                "since": "2026-11-30T14:00:00Z", "limit": 3},
-                     result=LOGS),
-        ImportedCall(call_id="toolu_01D2wRoll7jDf4kGsH8q", tool="get_rollout_history",
-                     arguments={"namespace": "shop", "deployment": "checkout-service"},
-                     result=ROLLOUT_ERROR, is_error=True),
-        ImportedCall(call_id="toolu_01E6bTrac1mNq8hJyT5v", tool="get_traces",
-                     arguments={"service": "checkout-service", "status": "error", "limit": 5},
-                     result=None, answered=False),
-    ),
-)
-
-
-def _read(name: str) -> str:
-    return (DATA / name).read_text(encoding="utf-8")
-
-
-def _refused(text: str) -> str:
-    with pytest.raises(TranscriptError) as caught:
-        parse(text)
-    message = str(caught.value)
-    assert "\n" not in message and "\r" not in message
-    return message
+TRANSCRIPT = "anthropic_checkout_500s.json"
+EXPECTED = incident.expected_run(
+    "anthropic", agent="claude-sonnet-4-5-20250929",
+    ids=("toolu_01A7kPodsQw3XbV9cN2mZ", "toolu_01B4hMetr8sYt2vLw6Jx", "toolu_01C9rLogs3eUc5xPz1nK",
+         "toolu_01D2wRoll7jDf4kGsH8q", "toolu_01E6bTrac1mNq8hJyT5v"),
+    metrics=incident.METRICS_TEXT, rollout_is_error=True)
 
 
 def _run(*messages: dict[str, Any], model: str | None = None) -> str:
@@ -121,25 +51,16 @@ def _text(text: str) -> dict[str, str]:
 
 
 def test_anthropic__the_diagnosis_transcript_is_read_exactly() -> None:
-    assert parse(_read("anthropic_checkout_500s.json")) == EXPECTED
+    assert parse(incident.read(TRANSCRIPT)) == EXPECTED
 
 
 def test_anthropic__parse_transcript_picks_the_anthropic_parser() -> None:
-    assert parse_transcript(_read("anthropic_checkout_500s.json"), "anthropic") == EXPECTED
+    assert parse_transcript(incident.read(TRANSCRIPT), "anthropic") == EXPECTED
 
 
 def test_anthropic__every_call_is_a_valid_invocation() -> None:
-    invocations = [invocation_of(call, max_items=1000, max_bytes=131072)
-                   for call in parse(_read("anthropic_checkout_500s.json")).calls]
-    assert [i.tool_call_id for i in invocations] == [c.call_id for c in EXPECTED.calls]
-    assert [(i.status, i.evidence_status) for i in invocations] == [
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.ERROR, EvidenceStatus.ERROR),
-        (LifecycleStatus.ERROR, EvidenceStatus.ERROR),
-    ]
-    pods, metrics, logs, rollout, traces = invocations
+    pods, metrics, logs, rollout, traces = incident.invocations(
+        parse, TRANSCRIPT, EXPECTED, [FOUND, FOUND, FOUND, FAILED, FAILED])
     assert pods.projection is not None and metrics.projection is not None
     assert pods.projection.model_dump()["lines"][3].startswith("checkout-service-7d9f8b6c5-tq4nm")
     assert metrics.projection.model_dump()["result"]["values"] == [0.0, 12.4, 31.8]
@@ -193,24 +114,21 @@ def test_anthropic__a_first_user_message_without_text_has_no_question() -> None:
     assert run.question is None
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("anthropic_not_json.json", "not JSON (Expecting ',' delimiter at line 5 column 26)"),
-    ("anthropic_wrong_shape.json", "messages: expected an array, got an object"),
-    ("anthropic_duplicate_id.json",
-     "messages[3].content[0]: duplicate tool_use id 'toolu_01A7kPodsQw3XbV9cN2mZ' "
-     "(first at messages[1].content[0])"),
-    ("anthropic_unknown_result.json",
-     "messages[2].content[1]: tool_result for unknown tool_use_id 'toolu_01Z0NeverCalled'"),
-    ("anthropic_bad_id.json",
-     "messages[1].content[1]: tool_use id 'toolu 01/pods' has characters outside "
-     "[A-Za-z0-9_-]"),
-    ("anthropic_no_answer.json",
-     "no final answer: the last assistant message (messages[3]) has no text"),
-])
-def test_anthropic__a_malformed_fixture_is_refused_on_one_line_naming_the_place(
-    name: str, message: str,
-) -> None:
-    assert _refused(_read(name)) == message
+test_anthropic__a_malformed_fixture_is_refused_on_one_line_naming_the_place = (
+    incident.refuses_fixtures(parse, [
+        ("anthropic_not_json.json", "not JSON (Expecting ',' delimiter at line 5 column 26)"),
+        ("anthropic_wrong_shape.json", "messages: expected an array, got an object"),
+        ("anthropic_duplicate_id.json",
+         "messages[3].content[0]: duplicate tool_use id 'toolu_01A7kPodsQw3XbV9cN2mZ' "
+         "(first at messages[1].content[0])"),
+        ("anthropic_unknown_result.json",
+         "messages[2].content[1]: tool_result for unknown tool_use_id 'toolu_01Z0NeverCalled'"),
+        ("anthropic_bad_id.json",
+         "messages[1].content[1]: tool_use id 'toolu 01/pods' has characters outside "
+         "[A-Za-z0-9_-]"),
+        ("anthropic_no_answer.json",
+         "no final answer: the last assistant message (messages[3]) has no text"),
+    ]))
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -237,7 +155,7 @@ def test_anthropic__a_malformed_fixture_is_refused_on_one_line_naming_the_place(
     ('[{"role": "user", "content": NaN}]', "not JSON (NaN is not a JSON value)"),
 ])
 def test_anthropic__a_malformed_document_is_refused_on_one_line(text: str, message: str) -> None:
-    assert _refused(text) == message
+    assert incident.refused(parse, text) == message
 
 
 @pytest.mark.parametrize(("messages", "message"), [
@@ -286,41 +204,17 @@ def test_anthropic__a_malformed_document_is_refused_on_one_line(text: str, messa
 def test_anthropic__a_malformed_message_is_refused_on_one_line_naming_the_place(
     messages: list[dict[str, Any]], message: str,
 ) -> None:
-    assert _refused(_run(*messages)) == message
-
-
-def _mutations(value: Any) -> Iterator[Any]:
-    """`value` with one part changed: every value replaced by others of each JSON type, every
-    key removed."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            for changed in _mutations(item):
-                yield {**value, key: changed}
-            yield {k: v for k, v in value.items() if k != key}
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            for changed in _mutations(item):
-                yield [*value[:index], changed, *value[index + 1:]]
-    others: tuple[Any, ...] = (None, 0, "", "x y", [], {}, True)
-    yield from (other for other in others if other != value)
+    assert incident.refused(parse, _run(*messages)) == message
 
 
 def test_anthropic__any_change_to_the_transcript_parses_or_is_a_one_line_transcript_error(
 ) -> None:
-    document = json.loads(_read("anthropic_checkout_500s.json"))
-    outcomes = {"parsed": 0, "refused": 0}
-    for changed in _mutations(document):
-        try:
-            parse(json.dumps(changed))
-        except TranscriptError as exc:
-            assert "\n" not in str(exc)
-            outcomes["refused"] += 1
-        else:
-            outcomes["parsed"] += 1
-    assert outcomes["parsed"] > 50 and outcomes["refused"] > 50
+    document = json.loads(incident.read(TRANSCRIPT))
+    changes = incident.mutations(document)
+    counts = incident.outcomes(parse, (json.dumps(changed) for changed in changes))
+    assert counts["parsed"] > 50 and counts["refused"] > 50
 
 
 def test_anthropic__every_cut_of_the_transcript_is_a_one_line_transcript_error() -> None:
-    text = _read("anthropic_checkout_500s.json").rstrip()
-    for end in range(0, len(text), 7):
-        assert "\n" not in _refused(text[:end])
+    for cut in incident.cuts(incident.read(TRANSCRIPT).rstrip(), 7):
+        assert "\n" not in incident.refused(parse, cut)

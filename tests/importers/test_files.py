@@ -14,6 +14,7 @@ from pipeline.importers.evidence import invocation_of
 from pipeline.importers.files import base_name, parse_files
 from pipeline.importers.formats import PARSERS, parse_transcript
 from pipeline.importers.record import FORMATS, ImportedCall, ImportedRun
+from tests.importers import incident
 
 FILES = Path(__file__).parent / "data" / "files"
 
@@ -23,29 +24,14 @@ ANSWER = (
     "\n/api/checkout, the 5xx rate rose from 0 to 31.8/s by 14:10, and one pod is in "
     "CrashLoopBackOff.\n"
 )
-PODS = (
-    "NAME                               READY   STATUS             RESTARTS      AGE\n"
-    "checkout-service-7d9f8b6c5-2xkqp   1/1     Running            4 (3m ago)    2d\n"
-    "checkout-service-7d9f8b6c5-tq4nm   0/1     CrashLoopBackOff   6 (20s ago)   2d\n"
-)
-LOG = (
-    "2026-11-30T14:05:12Z ERROR checkout-service POST /api/checkout 500 payment authorization "
-    "failed: pool exhausted (payments-db, 20/20 connections in use)\n"
-    "2026-11-30T14:06:40Z WARN  checkout-service hikari pool payments-db: connection is not "
-    "available, request timed out after 30000ms\n"
-)
+PODS = incident.lines(incident.PODS, 0, 1, 3)
+"""pods.txt: the header and two of the incident's pods."""
+LOG = incident.lines(incident.LOGS, 0, 2)
+"""checkout-service.log: the first and the last of the incident's log lines."""
 
 
 def _file(name: str) -> tuple[str, str]:
     return str(FILES / name), (FILES / name).read_text(encoding="utf-8")
-
-
-def _refused(answer: tuple[str, str], evidence: list[tuple[str, str]]) -> str:
-    with pytest.raises(TranscriptError) as caught:
-        parse_files(answer, evidence)
-    message = str(caught.value)
-    assert "\n" not in message and "\r" not in message
-    return message
 
 
 def test_files__the_answer_and_evidence_files_are_read_exactly() -> None:
@@ -56,9 +42,7 @@ def test_files__the_answer_and_evidence_files_are_read_exactly() -> None:
                      result=PODS),
         ImportedCall(call_id="error-rate-json", tool="error-rate.json",
                      arguments={"file": "error-rate.json"},
-                     result={"service": "checkout-service", "metric": "http_server_5xx_rate",
-                             "unit": "1/s", "start": "2026-11-30T14:00:00Z",
-                             "step_seconds": 300, "values": [0.0, 12.4, 31.8]}),
+                     result=incident.METRICS),
         ImportedCall(call_id="checkout-service-log", tool="checkout-service.log",
                      arguments={"file": "checkout-service.log"}, result=LOG),
     ))
@@ -120,7 +104,7 @@ def test_files__the_answer_is_kept_as_written_and_no_evidence_is_a_run_without_c
 def test_files__bad_input_is_refused_on_one_line_naming_the_file(
     answer: tuple[str, str], evidence: list[tuple[str, str]], message: str,
 ) -> None:
-    assert _refused(answer, evidence) == message
+    assert incident.refused(parse_files, answer, evidence) == message
 
 
 def test_files__base_name_drops_folders_of_either_slash() -> None:
@@ -138,3 +122,8 @@ def test_formats__an_unknown_format_is_refused_listing_the_known_ones(format: st
         parse_transcript("{}", format)
     assert str(caught.value) == (f"unknown transcript format {format[:40]!r} "
                                  "(known: anthropic, openai, otel)")
+
+
+def test_files__a_lone_low_surrogate_escape_is_refused() -> None:
+    with pytest.raises(TranscriptError, match="lone surrogate"):
+        parse_files(("answer.md", "ok"), [("pods.json", '{"name": "\\udc00"}')])

@@ -5,92 +5,21 @@ malformed input a one-line TranscriptError that names its place."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from models.invocation import EvidenceStatus, LifecycleStatus
-from pipeline.errors import TranscriptError
-from pipeline.importers.evidence import invocation_of
 from pipeline.importers.formats import parse_transcript
 from pipeline.importers.openai import parse
 from pipeline.importers.record import ImportedCall, ImportedRun
+from tests.importers import incident
+from tests.importers.incident import FAILED, FOUND
 
-DATA = Path(__file__).parent / "data"
-
-QUESTION = "Why is checkout-service returning 500s since 14:05 UTC?"
-PODS = (
-    "NAME                               READY   STATUS             RESTARTS      AGE\n"
-    "checkout-service-7d9f8b6c5-2xkqp   1/1     Running            4 (3m ago)    2d\n"
-    "checkout-service-7d9f8b6c5-8hjwz   1/1     Running            5 (1m ago)    2d\n"
-    "checkout-service-7d9f8b6c5-tq4nm   0/1     CrashLoopBackOff   6 (20s ago)   2d"
-)
-METRICS_TEXT = ('{"service": "checkout-service", "metric": "http_server_5xx_rate", "unit": "1/s", '
-                '"start": "2026-11-30T14:00:00Z", "step_seconds": 300, '
-                '"values": [0.0, 12.4, 31.8]}')
-LOGS = (
-    "2026-11-30T14:05:12Z ERROR checkout-service POST /api/checkout 500 payment authorization "
-    "failed: pool exhausted (payments-db, 20/20 connections in use)\n"
-    "2026-11-30T14:05:13Z ERROR checkout-service POST /api/checkout 500 payment authorization "
-    "failed: pool exhausted (payments-db, 20/20 connections in use)\n"
-    "2026-11-30T14:06:40Z WARN  checkout-service hikari pool payments-db: connection is not "
-    "available, request timed out after 30000ms"
-)
-ROLLOUT_ERROR = (
-    'Error from server (Forbidden): replicasets.apps is forbidden: User '
-    '"system:serviceaccount:sre:diagnosis-agent" cannot list resource "replicasets" in API '
-    'group "apps" in the namespace "shop"'
-)
-ANSWER = (
-    "checkout-service returns 500s because its payments-db connection pool is exhausted. Since "
-    "14:05 UTC the logs show \"pool exhausted (payments-db, 20/20 connections in use)\" on POST "
-    "/api/checkout, the 5xx rate rose from 0 to 31.8/s by 14:10, and one pod is in "
-    "CrashLoopBackOff while the others restart.\n\n"
-    "The rollout history could not be read (forbidden) and the trace search returned nothing, "
-    "so a recent deploy is not ruled out."
-)
-EXPECTED = ImportedRun(
-    format="openai",
-    answer=ANSWER,
-    question=QUESTION,
-    agent="gpt-4.1-2025-04-14",
-    calls=(
-        ImportedCall(call_id="call_k8sPods2xQ7vLmN9pR4tW1yZ", tool="kubectl_get_pods",
-                     arguments={"namespace": "shop", "selector": "app=checkout-service"},
-                     result=PODS),
-        ImportedCall(call_id="call_prom5xxRate8HfK3dQ2sJ6u", tool="query_metrics",
-                     arguments={"service": "checkout-service",
-                                "query": 'sum(rate(http_requests_total{service="checkout-service"'
-                                         ',code=~"5.."}[5m]))',
-                                "start": "2026-11-30T13:45:00Z", "end": "2026-11-30T14:30:00Z"},
-                     result=METRICS_TEXT),
-        ImportedCall(call_id="call_logSearch4Tn7cV1bX9mE2a", tool="search_logs",
-                     arguments={"service": "checkout-service",
-                                "query": "level:error OR level:warn",
-                                "since": "2026-11-30T14:00:00Z", "limit": 3},
-                     result=LOGS),
-        ImportedCall(call_id="call_rollHist6Gp2wZ8kL5rY3c", tool="get_rollout_history",
-                     arguments={"namespace": "shop", "deployment": "checkout-service"},
-                     result=ROLLOUT_ERROR, is_error=False),
-        ImportedCall(call_id="call_traceQry9Mb4hS7fD1jU6e", tool="get_traces",
-                     arguments={"service": "checkout-service", "status": "error", "limit": 5},
-                     result=None, answered=False),
-    ),
-)
-
-
-def _read(name: str) -> str:
-    return (DATA / name).read_text(encoding="utf-8")
-
-
-def _refused(text: str) -> str:
-    with pytest.raises(TranscriptError) as caught:
-        parse(text)
-    message = str(caught.value)
-    assert "\n" not in message and "\r" not in message
-    return message
+TRANSCRIPT = "openai_checkout_500s.json"
+EXPECTED = incident.expected_run(
+    "openai", agent="gpt-4.1-2025-04-14", ids=incident.CALL_IDS, metrics=incident.METRICS_TEXT,
+    # Chat Completions has no error flag on a tool result: the forbidden rollout is no error
+    rollout_is_error=False)
 
 
 def _run(*messages: dict[str, Any]) -> str:
@@ -119,28 +48,19 @@ def _tool(call_id: str, content: Any = "ok") -> dict[str, Any]:
 
 
 def test_openai__the_diagnosis_transcript_is_read_exactly() -> None:
-    assert parse(_read("openai_checkout_500s.json")) == EXPECTED
+    assert parse(incident.read(TRANSCRIPT)) == EXPECTED
 
 
 def test_openai__parse_transcript_picks_the_openai_parser() -> None:
-    assert parse_transcript(_read("openai_checkout_500s.json"), "openai") == EXPECTED
+    assert parse_transcript(incident.read(TRANSCRIPT), "openai") == EXPECTED
 
 
 def test_openai__every_call_is_a_valid_invocation() -> None:
-    invocations = [invocation_of(call, max_items=1000, max_bytes=131072)
-                   for call in parse(_read("openai_checkout_500s.json")).calls]
-    assert [i.tool_call_id for i in invocations] == [c.call_id for c in EXPECTED.calls]
-    assert [(i.status, i.evidence_status) for i in invocations] == [
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.ERROR, EvidenceStatus.ERROR),
-    ]
-    metrics = invocations[1]
+    made = incident.invocations(parse, TRANSCRIPT, EXPECTED, [FOUND, FOUND, FOUND, FOUND, FAILED])
+    metrics = made[1]
     assert metrics.projection is not None
     assert metrics.projection.model_dump()["result"]["values"] == [0.0, 12.4, 31.8]
-    assert invocations[4].error == "the transcript holds no result for this call"
+    assert made[4].error == "the transcript holds no result for this call"
 
 
 def test_openai__a_bare_array_with_text_parts_and_object_arguments() -> None:
@@ -162,27 +82,24 @@ def test_openai__a_bare_array_with_text_parts_and_object_arguments() -> None:
     ))
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("openai_not_json.json", "not JSON (Expecting value at line 5 column 38)"),
-    ("openai_wrong_shape.json", "messages[1].tool_calls: expected an array, got an object"),
-    ("openai_duplicate_id.json",
-     "messages[3].tool_calls[0]: duplicate tool call id 'call_k8sPods2xQ7vLmN9pR4tW1yZ' "
-     "(first at messages[1].tool_calls[0])"),
-    ("openai_unknown_result.json",
-     "messages[3]: tool message for unknown tool_call_id 'call_neverMade0'"),
-    ("openai_bad_id.json",
-     "messages[1].tool_calls[0]: tool call id 'call:pods#1' has characters outside "
-     "[A-Za-z0-9_-]"),
-    ("openai_bad_arguments.json",
-     "messages[1].tool_calls[0].function.arguments (call call_k8sPods2xQ7vLmN9pR4tW1yZ, "
-     "'kubectl_get_pods'): not JSON (Expecting value at line 1 column 35)"),
-    ("openai_no_answer.json",
-     "no final answer: the last assistant message (messages[3]) has no text content"),
-])
-def test_openai__a_malformed_fixture_is_refused_on_one_line_naming_the_place(
-    name: str, message: str,
-) -> None:
-    assert _refused(_read(name)) == message
+test_openai__a_malformed_fixture_is_refused_on_one_line_naming_the_place = (
+    incident.refuses_fixtures(parse, [
+        ("openai_not_json.json", "not JSON (Expecting value at line 5 column 38)"),
+        ("openai_wrong_shape.json", "messages[1].tool_calls: expected an array, got an object"),
+        ("openai_duplicate_id.json",
+         "messages[3].tool_calls[0]: duplicate tool call id 'call_k8sPods2xQ7vLmN9pR4tW1yZ' "
+         "(first at messages[1].tool_calls[0])"),
+        ("openai_unknown_result.json",
+         "messages[3]: tool message for unknown tool_call_id 'call_neverMade0'"),
+        ("openai_bad_id.json",
+         "messages[1].tool_calls[0]: tool call id 'call:pods#1' has characters outside "
+         "[A-Za-z0-9_-]"),
+        ("openai_bad_arguments.json",
+         "messages[1].tool_calls[0].function.arguments (call call_k8sPods2xQ7vLmN9pR4tW1yZ, "
+         "'kubectl_get_pods'): not JSON (Expecting value at line 1 column 35)"),
+        ("openai_no_answer.json",
+         "no final answer: the last assistant message (messages[3]) has no text content"),
+    ]))
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -194,7 +111,7 @@ def test_openai__a_malformed_fixture_is_refused_on_one_line_naming_the_place(
     ("[" * 65 + "]" * 65, "nests deeper than 64 levels"),
 ])
 def test_openai__a_malformed_document_is_refused_on_one_line(text: str, message: str) -> None:
-    assert _refused(text) == message
+    assert incident.refused(parse, text) == message
 
 
 @pytest.mark.parametrize(("messages", "message"), [
@@ -246,40 +163,16 @@ def test_openai__a_malformed_document_is_refused_on_one_line(text: str, message:
 def test_openai__a_malformed_message_is_refused_on_one_line_naming_the_place(
     messages: list[dict[str, Any]], message: str,
 ) -> None:
-    assert _refused(_run(*messages)) == message
-
-
-def _mutations(value: Any) -> Iterator[Any]:
-    """`value` with one part changed: every value replaced by others of each JSON type, every
-    key removed."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            for changed in _mutations(item):
-                yield {**value, key: changed}
-            yield {k: v for k, v in value.items() if k != key}
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            for changed in _mutations(item):
-                yield [*value[:index], changed, *value[index + 1:]]
-    others: tuple[Any, ...] = (None, 0, "", "x y", "[1]", [], {}, True)
-    yield from (other for other in others if other != value)
+    assert incident.refused(parse, _run(*messages)) == message
 
 
 def test_openai__any_change_to_the_transcript_parses_or_is_a_one_line_transcript_error() -> None:
-    document = json.loads(_read("openai_checkout_500s.json"))
-    outcomes = {"parsed": 0, "refused": 0}
-    for changed in _mutations(document):
-        try:
-            parse(json.dumps(changed))
-        except TranscriptError as exc:
-            assert "\n" not in str(exc)
-            outcomes["refused"] += 1
-        else:
-            outcomes["parsed"] += 1
-    assert outcomes["parsed"] > 50 and outcomes["refused"] > 50
+    document = json.loads(incident.read(TRANSCRIPT))
+    changes = incident.mutations(document, "[1]")
+    counts = incident.outcomes(parse, (json.dumps(changed) for changed in changes))
+    assert counts["parsed"] > 50 and counts["refused"] > 50
 
 
 def test_openai__every_cut_of_the_transcript_is_a_one_line_transcript_error() -> None:
-    text = _read("openai_checkout_500s.json").rstrip()
-    for end in range(0, len(text), 7):
-        assert "\n" not in _refused(text[:end])
+    for cut in incident.cuts(incident.read(TRANSCRIPT).rstrip(), 7):
+        assert "\n" not in incident.refused(parse, cut)

@@ -6,94 +6,21 @@ TranscriptError that names its place."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from models.invocation import EvidenceStatus, LifecycleStatus
-from pipeline.errors import TranscriptError
-from pipeline.importers.evidence import invocation_of
 from pipeline.importers.formats import parse_transcript
 from pipeline.importers.otel import parse
 from pipeline.importers.record import ImportedCall, ImportedRun
+from tests.importers import incident
+from tests.importers.incident import FAILED, FOUND
 
-DATA = Path(__file__).parent / "data"
 TRACE = "5b8efff798038103d269b633813fc60c"
-
-QUESTION = "Why is checkout-service returning 500s since 14:05 UTC?"
-PODS = (
-    "NAME                               READY   STATUS             RESTARTS      AGE\n"
-    "checkout-service-7d9f8b6c5-2xkqp   1/1     Running            4 (3m ago)    2d\n"
-    "checkout-service-7d9f8b6c5-8hjwz   1/1     Running            5 (1m ago)    2d\n"
-    "checkout-service-7d9f8b6c5-tq4nm   0/1     CrashLoopBackOff   6 (20s ago)   2d"
-)
-METRICS = {"service": "checkout-service", "metric": "http_server_5xx_rate", "unit": "1/s",
-           "start": "2026-11-30T14:00:00Z", "step_seconds": 300, "values": [0.0, 12.4, 31.8]}
-LOGS = (
-    "2026-11-30T14:05:12Z ERROR checkout-service POST /api/checkout 500 payment authorization "
-    "failed: pool exhausted (payments-db, 20/20 connections in use)\n"
-    "2026-11-30T14:05:13Z ERROR checkout-service POST /api/checkout 500 payment authorization "
-    "failed: pool exhausted (payments-db, 20/20 connections in use)\n"
-    "2026-11-30T14:06:40Z WARN  checkout-service hikari pool payments-db: connection is not "
-    "available, request timed out after 30000ms"
-)
-ROLLOUT_ERROR = (
-    'Error from server (Forbidden): replicasets.apps is forbidden: User '
-    '"system:serviceaccount:sre:diagnosis-agent" cannot list resource "replicasets" in API '
-    'group "apps" in the namespace "shop"'
-)
-ANSWER = (
-    "checkout-service returns 500s because its payments-db connection pool is exhausted. Since "
-    "14:05 UTC the logs show \"pool exhausted (payments-db, 20/20 connections in use)\" on POST "
-    "/api/checkout, the 5xx rate rose from 0 to 31.8/s by 14:10, and one pod is in "
-    "CrashLoopBackOff while the others restart.\n\n"
-    "The rollout history could not be read (forbidden) and the trace search returned nothing, "
-    "so a recent deploy is not ruled out."
-)
-EXPECTED = ImportedRun(
-    format="otel",
-    answer=ANSWER,
-    question=QUESTION,
-    agent="gpt-4.1-2025-04-14",
-    trace_id=TRACE,
-    span_id="e1e2e3e4e5e6e7e8",
-    calls=(
-        ImportedCall(call_id="call_k8sPods2xQ7vLmN9pR4tW1yZ", tool="kubectl_get_pods",
-                     arguments={"namespace": "shop", "selector": "app=checkout-service"},
-                     result=PODS),
-        ImportedCall(call_id="call_prom5xxRate8HfK3dQ2sJ6u", tool="query_metrics",
-                     arguments={"service": "checkout-service",
-                                "query": 'sum(rate(http_requests_total{service="checkout-service"'
-                                         ',code=~"5.."}[5m]))',
-                                "start": "2026-11-30T13:45:00Z", "end": "2026-11-30T14:30:00Z"},
-                     result=METRICS),
-        ImportedCall(call_id="call_logSearch4Tn7cV1bX9mE2a", tool="search_logs",
-                     arguments={"service": "checkout-service",
-                                "query": "level:error OR level:warn",
-                                "since": "2026-11-30T14:00:00Z", "limit": 3},
-                     result=LOGS),
-        ImportedCall(call_id="call_rollHist6Gp2wZ8kL5rY3c", tool="get_rollout_history",
-                     arguments={"namespace": "shop", "deployment": "checkout-service"},
-                     result=ROLLOUT_ERROR, is_error=True),
-        ImportedCall(call_id="call_traceQry9Mb4hS7fD1jU6e", tool="get_traces",
-                     arguments={"service": "checkout-service", "status": "error", "limit": 5},
-                     result=None, answered=False),
-    ),
-)
-
-
-def _read(name: str) -> str:
-    return (DATA / name).read_text(encoding="utf-8")
-
-
-def _refused(text: str) -> str:
-    with pytest.raises(TranscriptError) as caught:
-        parse(text)
-    message = str(caught.value)
-    assert "\n" not in message and "\r" not in message
-    return message
+TRANSCRIPT = "otel_checkout_500s.jsonl"
+EXPECTED = incident.expected_run(
+    "otel", agent="gpt-4.1-2025-04-14", ids=incident.CALL_IDS, metrics=incident.METRICS,
+    rollout_is_error=True, trace_id=TRACE, span_id="e1e2e3e4e5e6e7e8")
 
 
 def _s(key: str, value: str) -> dict[str, Any]:
@@ -141,35 +68,26 @@ def _trace(*spans: dict[str, Any]) -> str:
 
 
 def test_otel__the_diagnosis_trace_is_read_exactly() -> None:
-    assert parse(_read("otel_checkout_500s.jsonl")) == EXPECTED
+    assert parse(incident.read(TRANSCRIPT)) == EXPECTED
 
 
 def test_otel__parse_transcript_picks_the_otel_parser() -> None:
-    assert parse_transcript(_read("otel_checkout_500s.jsonl"), "otel") == EXPECTED
+    assert parse_transcript(incident.read(TRANSCRIPT), "otel") == EXPECTED
 
 
 def test_otel__one_pretty_printed_object_is_read_as_the_lines_are() -> None:
-    lines = [json.loads(line) for line in _read("otel_checkout_500s.jsonl").splitlines()]
+    lines = [json.loads(line) for line in incident.read(TRANSCRIPT).splitlines()]
     merged = {"resourceSpans": [rs for line in lines for rs in line["resourceSpans"]]}
     assert parse(json.dumps(merged, indent=2)) == EXPECTED
 
 
 def test_otel__every_call_is_a_valid_invocation() -> None:
-    invocations = [invocation_of(call, max_items=1000, max_bytes=131072)
-                   for call in parse(_read("otel_checkout_500s.jsonl")).calls]
-    assert [i.tool_call_id for i in invocations] == [c.call_id for c in EXPECTED.calls]
-    assert [(i.status, i.evidence_status) for i in invocations] == [
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.READY, EvidenceStatus.EVIDENCE_FOUND),
-        (LifecycleStatus.ERROR, EvidenceStatus.ERROR),
-        (LifecycleStatus.ERROR, EvidenceStatus.ERROR),
-    ]
-    metrics = invocations[1]
+    made = incident.invocations(parse, TRANSCRIPT, EXPECTED, [FOUND, FOUND, FOUND, FAILED, FAILED])
+    metrics = made[1]
     assert metrics.projection is not None
     assert metrics.projection.model_dump()["result"]["step_seconds"] == 300
-    assert invocations[3].error is not None
-    assert invocations[3].error.startswith("Error from server (Forbidden)")
+    assert made[3].error is not None
+    assert made[3].error.startswith("Error from server (Forbidden)")
 
 
 @pytest.mark.parametrize(("extra", "error_text"), [
@@ -255,30 +173,27 @@ def test_otel__crlf_lines_and_raw_line_separators_inside_strings_are_read() -> N
     tool["attributes"] = tool["attributes"][:2]
     broken = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [tool]}]}]},
                         ensure_ascii=False)
-    assert _refused(broken) == (f"{AT} ('execute_tool\\u2028get_pods'): "
-                                "gen_ai.tool.call.id missing")
+    assert incident.refused(parse, broken) == (f"{AT} ('execute_tool\\u2028get_pods'): "
+                                               "gen_ai.tool.call.id missing")
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("otel_not_json.jsonl", "line 2: not JSON (Expecting value at column 119)"),
-    ("otel_wrong_shape.jsonl", "line 1: not OTLP trace data (resourceMetrics, not traces)"),
-    ("otel_duplicate_id.jsonl",
-     "line 1: resourceSpans[0].scopeSpans[0].spans[1] ('execute_tool search_logs'): duplicate "
-     "gen_ai.tool.call.id 'call_k8sPods2xQ7vLmN9pR4tW1yZ' (first at line 1: "
-     "resourceSpans[0].scopeSpans[0].spans[0] ('execute_tool kubectl_get_pods'))"),
-    ("otel_two_traces.jsonl",
-     "the file holds 2 traces; import one (trace ids '5b8efff798038103d269b633813fc60c', "
-     "'0af7651916cd43dd8448eb211c80319c')"),
-    ("otel_bad_id.jsonl",
-     "line 1: resourceSpans[0].scopeSpans[0].spans[0] ('execute_tool kubectl_get_pods'): "
-     "gen_ai.tool.call.id 'call pods/1' has characters outside [A-Za-z0-9_-]"),
-    ("otel_no_answer.jsonl",
-     "no final answer: no chat span's gen_ai.output.messages holds assistant text"),
-])
-def test_otel__a_malformed_fixture_is_refused_on_one_line_naming_the_place(
-    name: str, message: str,
-) -> None:
-    assert _refused(_read(name)) == message
+test_otel__a_malformed_fixture_is_refused_on_one_line_naming_the_place = (
+    incident.refuses_fixtures(parse, [
+        ("otel_not_json.jsonl", "line 2: not JSON (Expecting value at column 119)"),
+        ("otel_wrong_shape.jsonl", "line 1: not OTLP trace data (resourceMetrics, not traces)"),
+        ("otel_duplicate_id.jsonl",
+         "line 1: resourceSpans[0].scopeSpans[0].spans[1] ('execute_tool search_logs'): duplicate "
+         "gen_ai.tool.call.id 'call_k8sPods2xQ7vLmN9pR4tW1yZ' (first at line 1: "
+         "resourceSpans[0].scopeSpans[0].spans[0] ('execute_tool kubectl_get_pods'))"),
+        ("otel_two_traces.jsonl",
+         "the file holds 2 traces; import one (trace ids '5b8efff798038103d269b633813fc60c', "
+         "'0af7651916cd43dd8448eb211c80319c')"),
+        ("otel_bad_id.jsonl",
+         "line 1: resourceSpans[0].scopeSpans[0].spans[0] ('execute_tool kubectl_get_pods'): "
+         "gen_ai.tool.call.id 'call pods/1' has characters outside [A-Za-z0-9_-]"),
+        ("otel_no_answer.jsonl",
+         "no final answer: no chat span's gen_ai.output.messages holds assistant text"),
+    ]))
 
 
 AT = "line 1: resourceSpans[0].scopeSpans[0].spans[0]"
@@ -299,7 +214,7 @@ AT = "line 1: resourceSpans[0].scopeSpans[0].spans[0]"
      f"{AT}.traceId: expected a string, got a number"),
 ])
 def test_otel__a_malformed_file_is_refused_on_one_line(text: str, message: str) -> None:
-    assert _refused(text) == message
+    assert incident.refused(parse, text) == message
 
 
 @pytest.mark.parametrize(("spans", "message"), [
@@ -368,48 +283,20 @@ def test_otel__a_malformed_file_is_refused_on_one_line(text: str, message: str) 
 def test_otel__a_malformed_span_is_refused_on_one_line_naming_the_place(
     spans: list[dict[str, Any]], message: str,
 ) -> None:
-    assert _refused(_trace(*spans)) == message
-
-
-def _mutations(value: Any) -> Iterator[Any]:
-    """`value` with one part changed: every value replaced by others of each JSON type, every
-    key removed."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            for changed in _mutations(item):
-                yield {**value, key: changed}
-            yield {k: v for k, v in value.items() if k != key}
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            for changed in _mutations(item):
-                yield [*value[:index], changed, *value[index + 1:]]
-    others: tuple[Any, ...] = (None, 0, "", "x y", "[{}]", [], {}, True)
-    yield from (other for other in others if other != value)
+    assert incident.refused(parse, _trace(*spans)) == message
 
 
 def test_otel__any_change_to_the_trace_parses_or_is_a_one_line_transcript_error() -> None:
-    lines = [json.loads(line) for line in _read("otel_checkout_500s.jsonl").splitlines()]
-    outcomes = {"parsed": 0, "refused": 0}
-    for changed in _mutations(lines):
-        if not isinstance(changed, list):
-            continue
-        try:
-            parse("".join(json.dumps(line) + "\n" for line in changed))
-        except TranscriptError as exc:
-            assert "\n" not in str(exc)
-            outcomes["refused"] += 1
-        else:
-            outcomes["parsed"] += 1
-    assert outcomes["parsed"] > 50 and outcomes["refused"] > 50
+    lines = [json.loads(line) for line in incident.read(TRANSCRIPT).splitlines()]
+    changes = (changed for changed in incident.mutations(lines, "[{}]")
+               if isinstance(changed, list))
+    texts = ("".join(json.dumps(line) + "\n" for line in changed) for changed in changes)
+    counts = incident.outcomes(parse, texts)
+    assert counts["parsed"] > 50 and counts["refused"] > 50
 
 
 def test_otel__every_cut_of_the_trace_parses_or_is_a_one_line_transcript_error() -> None:
-    text = _read("otel_checkout_500s.jsonl")
-    for end in range(0, len(text), 13):
-        try:
-            parse(text[:end])
-        except TranscriptError as exc:
-            assert "\n" not in str(exc)
+    incident.outcomes(parse, incident.cuts(incident.read(TRANSCRIPT), 13))
 
 
 def test_otel__the_answer_keeps_its_trace_span_and_response_ids() -> None:

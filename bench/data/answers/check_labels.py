@@ -16,7 +16,9 @@ DIR defaults to the folder of this script. Every sub-folder with a labels.json i
   except a supported claim whose why says that no single value states it (NO_PLACE_NOTE).
 
 Prints the counts per label, per style, in total and of the evidence places as JSON; exits 1
-(after listing the problems on stderr) when a check fails. Standard library only.
+(after listing the problems on stderr) when a check fails. Standard library only, and the
+repository's `pipeline.rules.jsonpath` (itself standard library only) to parse, resolve and
+spell the paths as the checker does (bench/checks.py reads the places with it too).
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[3]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from pipeline.rules.jsonpath import PathError, format_path, parse_path, resolve  # noqa: E402
+
 LABELS = ("supported", "contradicted", "unsupported")
 STYLES = ("bullets", "prose", "sections", "table", "mixed")
 EVIDENCE_SUFFIXES = (".json", ".txt", ".log")
@@ -35,72 +43,7 @@ PLACE_KEYS = {"file", "at"}
 NO_PLACE_NOTE = "no single value states it"
 """Words in the why of a supported claim left without evidence places on purpose."""
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_INDEX = re.compile(r"\[(0|[1-9][0-9]*)\]")
 _LINE = re.compile(r"line ([1-9][0-9]*)")
-_DECODER = json.JSONDecoder()
-_MISSING = object()
-
-
-# --- singular JSONPath: `$`, `.name`, `["name"]`, `[3]` -----------------------------------------
-
-def parse_path(path: str) -> list[str | int]:
-    """The segments of a singular JSONPath, or ValueError."""
-    if not path.startswith("$"):
-        raise ValueError("does not start with '$'")
-    segments: list[str | int] = []
-    pos = 1
-    while pos < len(path):
-        segment, pos = _parse_segment(path, pos)
-        segments.append(segment)
-    return segments
-
-
-def _parse_segment(path: str, pos: int) -> tuple[str | int, int]:
-    if path[pos] == ".":
-        name = _NAME.match(path, pos + 1)
-        if name is None:
-            raise ValueError(f"no member name at offset {pos + 1}")
-        return name.group(), name.end()
-    if path.startswith('["', pos):
-        try:
-            name, end = _DECODER.raw_decode(path, pos + 1)
-        except ValueError as exc:
-            raise ValueError(f"bad quoted name at offset {pos + 1}") from exc
-        if not path.startswith("]", end):
-            raise ValueError(f"expected ']' at offset {end}")
-        return name, end + 1
-    index = _INDEX.match(path, pos)
-    if index is None:
-        raise ValueError(f"unexpected {path[pos]!r} at offset {pos}")
-    return int(index.group(1)), index.end()
-
-
-def format_path(segments: list[str | int]) -> str:
-    """The canonical spelling of `segments`: `.name` where the name allows it."""
-    parts = ["$"]
-    for segment in segments:
-        if isinstance(segment, int):
-            parts.append(f"[{segment}]")
-        elif _NAME.fullmatch(segment):
-            parts.append(f".{segment}")
-        else:
-            parts.append(f"[{json.dumps(segment)}]")
-    return "".join(parts)
-
-
-def resolve(document: Any, path: str) -> Any:
-    """The value at `path` in `document`, or ValueError."""
-    value = document
-    for segment in parse_path(path):
-        if isinstance(segment, int):
-            ok = isinstance(value, list) and segment < len(value)
-            value = value[segment] if ok else _MISSING
-        else:
-            value = value.get(segment, _MISSING) if isinstance(value, dict) else _MISSING
-        if value is _MISSING:
-            raise ValueError("does not resolve")
-    return value
 
 
 # --- one case -------------------------------------------------------------------------------------
@@ -221,12 +164,18 @@ def check_place(where: str, place: Any, files: dict[str, Any], problems: list[st
 
 def check_json_place(where: str, file: str, document: Any, at: str,
                      problems: list[str]) -> None:
+    """`at` is a singular JSONPath (pipeline.rules.jsonpath) that resolves in `document`,
+    counts its indexes from the start, and is spelled as `format_path` spells it."""
     try:
+        segments = parse_path(at)
+        negative = [s for s in segments if isinstance(s, int) and s < 0]
+        if negative:
+            raise PathError(f"index {negative[0]} counts from the end: count from the start")
         resolve(document, at)
-        canonical = format_path(parse_path(at))
-    except ValueError as exc:
+    except PathError as exc:
         problems.append(f"{where}: {file} {at}: {exc}")
         return
+    canonical = format_path(segments)
     if canonical != at:
         problems.append(f"{where}: {file} {at}: write it {canonical}")
 
