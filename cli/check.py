@@ -58,11 +58,8 @@ def check_answer(
 ) -> None:
     """Check an answer against evidence files, claim by claim."""
     settings = VeritySettings()
-    limit = settings.import_max_bytes
-    answer_text = read_input(answer, max_bytes=limit, what=answer,
-                             setting="VERITY_IMPORT_MAX_BYTES")
-    files = [(path, read_input(path, max_bytes=limit, what=path,
-                               setting="VERITY_IMPORT_MAX_BYTES")) for path in evidence]
+    answer_text = _read(answer, settings)
+    files = [(path, _read(path, settings)) for path in evidence]
     imported = parse_files((answer, answer_text), files)
     _check_and_print(imported, question=question, provider=provider, as_json=as_json,
                      store=store, tenant=tenant, settings=settings)
@@ -85,9 +82,7 @@ def import_run(
 ) -> None:
     """Import another agent's run and check its final answer against its tool calls."""
     settings = VeritySettings()
-    text = read_input(transcript, max_bytes=settings.import_max_bytes, what=transcript,
-                      setting="VERITY_IMPORT_MAX_BYTES")
-    imported = parse_transcript(text, format)
+    imported = parse_transcript(_read(transcript, settings), format)
     if bundle:
         extractor = _extractor(provider, settings)
         extraction = None if extractor is None else extract_claims(
@@ -99,6 +94,12 @@ def import_run(
         return
     _check_and_print(imported, question=question, provider=provider, as_json=as_json,
                      store=store, tenant=tenant, settings=settings)
+
+
+def _read(path: str, settings: VeritySettings) -> str:
+    """An input file's text (or stdin's, for -), within VERITY_IMPORT_MAX_BYTES."""
+    return read_input(path, max_bytes=settings.import_max_bytes, what=path,
+                      setting="VERITY_IMPORT_MAX_BYTES")
 
 
 def _check_and_print(imported: ImportedRun, *, question: str | None, provider: VerifyProvider,

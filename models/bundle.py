@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from models.common import Contract, FallbackType, Intent, Verdict
 from models.evaluation import SelfEvaluation
-from models.executor import ClaimKind
+from models.extractor import AnswerClaim
 from models.invocation import ToolInvocation
 from models.verifier import RetryContext
 
@@ -16,17 +16,12 @@ ImportFormat = Literal["anthropic", "openai", "otel", "files"]
 """The public formats another agent's run is imported from."""
 
 
-class ImportedClaim(Contract):
+class ImportedClaim(AnswerClaim):
     """One claim (or recommended action) split from an imported answer's prose."""
 
     claim_id: str = Field(min_length=1, description="Its id in executor_output_raw (c1, a1 ...).")
-    text: str = Field(min_length=1, description="As written: the answer's characters in span.")
     start: int = Field(ge=0, description="Offset of its first character in the answer.")
     end: int = Field(ge=0, description="Offset after its last character.")
-    kind: ClaimKind = Field(description="Kind read from its wording and heading.")
-    critical: bool = Field(description="A root cause, or a finding the conclusion rests on.")
-    hedged: bool = Field(description="Worded as a possibility: a HYPOTHESIS claim.")
-    action: bool = Field(description="A recommendation, kept as a recommended action.")
     bound: bool = Field(description="The binder found tool output for it; False: it is not in "
                         "executor_output_raw and cannot be verified.")
 

@@ -1,5 +1,6 @@
 """What the claim extractor answers: the claims of another agent's answer, each copied exactly
-from it. The model gives the text; code finds its span (`pipeline.rules.extracted`)."""
+from it. The model gives the text; code finds its span (`pipeline.rules.extracted`). An imported
+run's claims (`models.bundle.ImportedClaim`) are `AnswerClaim`s too."""
 
 from __future__ import annotations
 
@@ -9,16 +10,20 @@ from models.common import Contract
 from models.executor import ClaimKind
 
 
-class ExtractedClaim(Contract):
-    """One claim of the answer, as the extractor read it."""
+class AnswerClaim(Contract):
+    """A claim split from an answer's prose: its own words and how they read."""
 
     text: str = Field(min_length=1, description="The claim copied character for character "
                       "from the answer.")
-    kind: ClaimKind = Field(description="Analysis kind.")
-    hedged: bool = Field(description="Worded as a possibility.")
-    action: bool = Field(description="A recommendation rather than a claim.")
-    critical: bool = Field(description="A root cause, or a finding the conclusion rests on "
-                           "(recomputed by code).")
+    kind: ClaimKind = Field(description="Analysis kind, read from its wording and heading.")
+    hedged: bool = Field(description="Worded as a possibility: a HYPOTHESIS claim.")
+    action: bool = Field(description="A recommendation rather than a claim: a recommended "
+                         "action.")
+    critical: bool = Field(description="A root cause, or a finding the conclusion rests on.")
+
+
+class ExtractedClaim(AnswerClaim):
+    """One claim of the answer, as the extractor read it (code recomputes `critical`)."""
 
 
 class ExtractorOutput(Contract):

@@ -204,6 +204,21 @@ def store(database_url: str, request: pytest.FixtureRequest) -> Iterator[RunStor
         yield opened
 
 
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without its VERITY_* and ANTHROPIC_* settings, with
+    VERITY_HOME at `home`, and `extra`."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("VERITY_", "ANTHROPIC_"))}
+    return {**clean, "VERITY_HOME": str(home), **extra}
+
+
+def run_verity(*args: str, env: dict[str, str], stdin: str | None = None,
+               timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+    """`verity ARGS` run to its end in the repository root: its exit code, stdout and stderr."""
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], input=stdin, cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=timeout_s,
+                          check=False)
+
+
 def start_cli(args: list[str], *, env: dict[str, str], log: Path, ready: bytes,
               what: str, timeout_s: float = 30) -> subprocess.Popen[bytes]:
     """`verity ARGS` as a process of its own, its output in `log`; returns once `ready`

@@ -1,23 +1,15 @@
 """Initial schema: diagnosis_run, tool_invocation, run_event, llm_attempt.
 
-Revision ID: 0001
-Revises:
-Create Date: 2026-11-30
-
 Hand-written to match models/tables.py exactly (tests/store/test_migrations.py checks it).
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def _json() -> sa.JSON:

@@ -2,23 +2,15 @@
 
 Allocating a seq becomes one `UPDATE ... RETURNING` on the run row (which also serializes
 concurrent writers of the run) instead of a lock, a MAX() and an insert.
-
-Revision ID: 0003
-Revises: 0002
-Create Date: 2026-11-30
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003"
 down_revision: str | None = "0002"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

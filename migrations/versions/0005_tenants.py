@@ -2,23 +2,15 @@
 
 Runs stored before this revision belong to tenant `default`. The session index becomes a
 (tenant_id, session_id) index: the previous-turn lookup and a tenant's listing read it.
-
-Revision ID: 0005
-Revises: 0004
-Create Date: 2026-12-08
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005"
 down_revision: str | None = "0004"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

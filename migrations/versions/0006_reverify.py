@@ -4,23 +4,15 @@ journal keeps an accepted answer (`llm_attempt.reply`) so a redelivered node reu
 `llm_attempt.batch_id` is the empty string for a live run's attempts (every existing row), a
 batch id for a re-verification's; the attempt key gains it, so re-judging a run never collides
 with the run's own attempts.
-
-Revision ID: 0006
-Revises: 0005
-Create Date: 2026-12-01
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006"
 down_revision: str | None = "0005"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def _json() -> sa.JSON:

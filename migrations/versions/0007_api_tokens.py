@@ -1,22 +1,14 @@
 """HTTP API tokens: one row per token, bound to a tenant, with the sha256 of its secret (never
 the secret), and when it was created, last used and revoked.
-
-Revision ID: 0007
-Revises: 0006
-Create Date: 2026-12-02
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
 down_revision: str | None = "0006"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def _utc() -> sa.DateTime:

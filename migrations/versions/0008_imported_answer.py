@@ -3,23 +3,15 @@ its claims' spans (`RunBundle.imported`), so an imported run exports and re-veri
 
 NULL for every existing row and for Verity's own runs; an imported run's origin (`source`) is
 `import`, a plain string like the others.
-
-Revision ID: 0008
-Revises: 0007
-Create Date: 2026-12-03
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
 down_revision: str | None = "0007"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def _json() -> sa.JSON:

@@ -4,29 +4,15 @@ codes, one JSON object with `--json`, one line on stderr for input that cannot b
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_verity
+
 ROOT = Path(__file__).resolve().parents[2]
 CASE = ROOT / "bench" / "data" / "answers" / "checkout-pool-bullets"
 TRANSCRIPTS = ROOT / "tests" / "importers" / "data"
-
-
-def _verity(*args: str, env: dict[str, str], stdin: str | None = None
-            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], input=stdin,
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
-                          check=False)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("VERITY_", "ANTHROPIC_"))}
-    return {**clean, "VERITY_HOME": str(tmp_path / "home")}
 
 
 def _case_args() -> list[str]:
@@ -36,8 +22,8 @@ def _case_args() -> list[str]:
 
 
 def test_check_answer__json_marks_every_claim_of_the_answer(env: dict[str, str]) -> None:
-    done = _verity("check-answer", *_case_args(), "--question",
-                   "Why is checkout-service returning 500s?", "--json", env=env)
+    done = run_verity("check-answer", *_case_args(), "--question",
+                      "Why is checkout-service returning 500s?", "--json", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     report = json.loads(done.stdout)
@@ -61,19 +47,19 @@ def test_check_answer__json_marks_every_claim_of_the_answer(env: dict[str, str])
 
 
 def test_check_answer__human_output_and_store_then_show(env: dict[str, str]) -> None:
-    done = _verity("check-answer", *_case_args(), "--store", env=env)
+    done = run_verity("check-answer", *_case_args(), "--store", env=env)
     assert done.returncode == 0, done.stderr
     assert "claims in the files answer" in done.stdout
     run_id = done.stdout.strip().splitlines()[-1].rsplit(" ", 1)[-1]
-    shown = _verity("show", run_id, "--json", env=env)
+    shown = run_verity("show", run_id, "--json", env=env)
     assert shown.returncode == 0, shown.stderr
     record = json.loads(shown.stdout)
     assert record["source"] == "import"
     assert record["imported"]["answer"] == (CASE / "answer.md").read_text(encoding="utf-8")
-    exported = _verity("export", run_id, env=env)
+    exported = run_verity("export", run_id, env=env)
     assert exported.returncode == 0, exported.stderr
     assert json.loads(exported.stdout)["imported"] == record["imported"]
-    events = _verity("export", run_id, "--format", "otel", env=env)
+    events = run_verity("export", run_id, "--format", "otel", env=env)
     assert events.returncode == 0, events.stderr
     records = json.loads(events.stdout)["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
     assert {r["eventName"] for r in records} == {"gen_ai.evaluation.result"}
@@ -85,8 +71,8 @@ def test_check_answer__human_output_and_store_then_show(env: dict[str, str]) -> 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai", "otel"])
 def test_import__each_format_checks_its_final_answer(env: dict[str, str], fmt: str) -> None:
     suffix = "jsonl" if fmt == "otel" else "json"
-    done = _verity("import", str(TRANSCRIPTS / f"{fmt}_checkout_500s.{suffix}"),
-                   "--format", fmt, "--json", env=env)
+    done = run_verity("import", str(TRANSCRIPTS / f"{fmt}_checkout_500s.{suffix}"),
+                      "--format", fmt, "--json", env=env)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["format"] == fmt
@@ -97,15 +83,15 @@ def test_import__each_format_checks_its_final_answer(env: dict[str, str], fmt: s
 
 
 def test_import__bundle_is_what_verify_accepts(env: dict[str, str]) -> None:
-    made = _verity("import", str(TRANSCRIPTS / "anthropic_checkout_500s.json"), "--format",
-                   "anthropic", "--bundle", env=env)
+    made = run_verity("import", str(TRANSCRIPTS / "anthropic_checkout_500s.json"), "--format",
+                      "anthropic", "--bundle", env=env)
     assert made.returncode == 0, made.stderr
     bundle = json.loads(made.stdout)
     assert bundle["imported"]["format"] == "anthropic"
-    verified = _verity("verify", "-", "--json", env=env, stdin=made.stdout)
+    verified = run_verity("verify", "-", "--json", env=env, stdin=made.stdout)
     assert verified.returncode == 0, verified.stderr
-    checked = _verity("import", str(TRANSCRIPTS / "anthropic_checkout_500s.json"), "--format",
-                      "anthropic", "--json", env=env)
+    checked = run_verity("import", str(TRANSCRIPTS / "anthropic_checkout_500s.json"), "--format",
+                         "anthropic", "--json", env=env)
     assert json.loads(verified.stdout)["verdict"] == json.loads(checked.stdout)["verdict"]
 
 
@@ -121,7 +107,7 @@ def test_import__bundle_is_what_verify_accepts(env: dict[str, str]) -> None:
      "no such file: no-such.md"),
 ])
 def test_bad_input__one_line_exit_2(env: dict[str, str], args: list[str], message: str) -> None:
-    done = _verity(*args, env=env)
+    done = run_verity(*args, env=env)
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
@@ -133,11 +119,11 @@ def test_check_answer__bad_evidence_and_empty_answer(env: dict[str, str], tmp_pa
     answer, evidence = tmp_path / "answer.md", tmp_path / "pods.json"
     answer.write_text("payment-db logged 512 errors at 14:03.\n", encoding="utf-8")
     evidence.write_text('{"pods": [', encoding="utf-8")
-    done = _verity("check-answer", "--answer", str(answer), "--evidence", str(evidence), env=env)
+    done = run_verity("check-answer", "--answer", str(answer), "--evidence", str(evidence), env=env)
     assert done.returncode == 2 and "pods.json" in done.stderr and "not JSON" in done.stderr
     evidence.write_text('{"errors": 512}', encoding="utf-8")
     answer.write_text("## Summary\n\nWhat happened?\n", encoding="utf-8")
-    done = _verity("check-answer", "--answer", str(answer), "--evidence", str(evidence), env=env)
+    done = run_verity("check-answer", "--answer", str(answer), "--evidence", str(evidence), env=env)
     assert done.returncode == 2
     assert done.stderr.strip() == ("verity: error: the answer states nothing to check (no "
                                    "sentence, list item or table row with a fact)")
@@ -145,10 +131,10 @@ def test_check_answer__bad_evidence_and_empty_answer(env: dict[str, str], tmp_pa
 
 
 def test_export_otel__only_a_check_has_evaluation_events(env: dict[str, str]) -> None:
-    stored = _verity("verify", "samples/bundles/pass.json", "--store", "--json", env=env)
+    stored = run_verity("verify", "samples/bundles/pass.json", "--store", "--json", env=env)
     assert stored.returncode == 0, stored.stderr
     run_id = json.loads(stored.stdout)["run_id"]
-    done = _verity("export", run_id, "--format", "otel", env=env)
+    done = run_verity("export", run_id, "--format", "otel", env=env)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == (f"verity: error: run {run_id} is not a check of another "
                                    "agent's answer: --format otel exports the verdicts of one")

@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_verity
 
 ROOT = Path(__file__).resolve().parents[2]
 PASS_BUNDLE = ROOT / "samples" / "bundles" / "pass.json"
 
 
-def _verity(
-    *args: str, env: dict[str, str], stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, text=True,
-        env=env, cwd=ROOT, timeout=120, check=False,
-    )
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
-    return {**clean, "VERITY_HOME": str(tmp_path / "home")}
-
-
 def test_cli__verify_json_prints_exactly_one_object(env: dict[str, str]) -> None:
-    done = _verity("verify", str(PASS_BUNDLE), "--json", env=env)
+    done = run_verity("verify", str(PASS_BUNDLE), "--json", env=env)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert list(result) == ["run_id", "status", "verdict", "fallback_type", "final_answer",
@@ -46,20 +29,20 @@ def test_cli__verify_json_prints_exactly_one_object(env: dict[str, str]) -> None
 
 
 def test_cli__verify_without_store_writes_nothing(env: dict[str, str], tmp_path: Path) -> None:
-    done = _verity("verify", str(PASS_BUNDLE), "--json", env=env)
+    done = run_verity("verify", str(PASS_BUNDLE), "--json", env=env)
     assert done.returncode == 0
     assert not (tmp_path / "home").exists()
     run_id = json.loads(done.stdout)["run_id"]
-    shown = _verity("show", run_id, env=env)
+    shown = run_verity("show", run_id, env=env)
     assert shown.returncode == 2
     assert shown.stderr.strip() == f"verity: error: no run with id {run_id!r}"
 
 
 def test_cli__verify_store_then_show(env: dict[str, str]) -> None:
-    done = _verity("verify", str(PASS_BUNDLE), "--json", "--store", env=env)
+    done = run_verity("verify", str(PASS_BUNDLE), "--json", "--store", env=env)
     assert done.returncode == 0, done.stderr
     stored = json.loads(done.stdout)
-    shown = _verity("show", stored["run_id"], "--json", env=env)
+    shown = run_verity("show", stored["run_id"], "--json", env=env)
     assert shown.returncode == 0, shown.stderr
     record = json.loads(shown.stdout)
     assert record["status"] == "SUCCESS" and record["verdict"] == "PASS"
@@ -67,17 +50,17 @@ def test_cli__verify_store_then_show(env: dict[str, str]) -> None:
     assert record["final_answer"] == stored["final_answer"]
     assert [a["role"] for a in record["attempts"]] == ["verifier", "composer"]
     assert len(record["invocations"]) == 3
-    human = _verity("show", stored["run_id"], env=env)
+    human = run_verity("show", stored["run_id"], env=env)
     assert human.returncode == 0 and "PASS" in human.stdout and "Claims" in human.stdout
 
 
 @pytest.mark.postgres
 def test_cli__verify_store_on_postgres(env: dict[str, str], postgres_url: str) -> None:
     pg_env = {**env, "VERITY_DATABASE_URL": postgres_url}
-    done = _verity("verify", str(PASS_BUNDLE), "--json", "--store", env=pg_env)
+    done = run_verity("verify", str(PASS_BUNDLE), "--json", "--store", env=pg_env)
     assert done.returncode == 0, done.stderr
     run_id = json.loads(done.stdout)["run_id"]
-    shown = _verity("show", run_id, "--json", env=pg_env)
+    shown = run_verity("show", run_id, "--json", env=pg_env)
     assert json.loads(shown.stdout)["run_id"] == run_id
 
 
@@ -102,7 +85,7 @@ def _duplicate_bundle() -> str:
 def test_cli__unusable_bundle_is_one_line_exit_2(
     env: dict[str, str], tmp_path: Path, stdin: str, message: str
 ) -> None:
-    done = _verity("verify", "-", "--json", "--store", env=env, stdin=stdin)
+    done = run_verity("verify", "-", "--json", "--store", env=env, stdin=stdin)
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.splitlines()
@@ -112,20 +95,20 @@ def test_cli__unusable_bundle_is_one_line_exit_2(
 
 
 def test_cli__missing_file_and_usage_errors(env: dict[str, str]) -> None:
-    missing = _verity("verify", "/no/such/bundle.json", env=env)
+    missing = run_verity("verify", "/no/such/bundle.json", env=env)
     assert (missing.returncode, missing.stderr.strip()) == (
         2, "verity: error: no such file: /no/such/bundle.json")
-    usage = _verity("verify", env=env)
+    usage = run_verity("verify", env=env)
     assert usage.returncode == 2 and len(usage.stderr.splitlines()) == 1
 
 
 def test_cli__schema_prints_json_schema(env: dict[str, str]) -> None:
-    done = _verity("schema", "executor_evidence_v2", env=env)
+    done = run_verity("schema", "executor_evidence_v2", env=env)
     assert done.returncode == 0
     schema = json.loads(done.stdout)
     assert schema["additionalProperties"] is False
     assert "claims" in schema["required"]
-    unknown = _verity("schema", "nope", env=env)
+    unknown = run_verity("schema", "nope", env=env)
     assert unknown.returncode == 2 and "known: " in unknown.stderr
 
 
@@ -143,12 +126,12 @@ def test_cli__worker_refuses_bad_queues_and_concurrency_in_one_line(
     env: dict[str, str], args: list[str], message: str
 ) -> None:
     # checked before anything connects: the broker URL need not answer
-    done = _verity("worker", *args, env={**env, "VERITY_BROKER_URL": "redis://127.0.0.1:1/0"})
+    done = run_verity("worker", *args, env={**env, "VERITY_BROKER_URL": "redis://127.0.0.1:1/0"})
     assert (done.returncode, done.stderr.strip(), done.stdout) == (2, message, "")
 
 
 def test_cli__worker_needs_a_broker(env: dict[str, str]) -> None:
-    done = _verity("worker", env=env)
+    done = run_verity("worker", env=env)
     assert done.returncode == 1  # a configuration error, as a missing API key is
     assert done.stderr.strip().startswith("verity: error: set VERITY_BROKER_URL")
 
@@ -156,7 +139,7 @@ def test_cli__worker_needs_a_broker(env: dict[str, str]) -> None:
 def test_cli__worker_refuses_a_lease_ttl_the_visibility_timeout_would_outlive(
     env: dict[str, str]
 ) -> None:
-    done = _verity("worker", env={**env, "VERITY_BROKER_URL": "redis://127.0.0.1:1/0",
+    done = run_verity("worker", env={**env, "VERITY_BROKER_URL": "redis://127.0.0.1:1/0",
                                   "VERITY_LEASE_TTL_S": "400"})
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.strip() == (

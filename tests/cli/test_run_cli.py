@@ -4,34 +4,22 @@ commands around it, as a user runs them."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import cli_env, run_verity
+
 pytestmark = pytest.mark.slow
-
-
-def _verity(*args: str, env: dict[str, str], stdin: str | None = None,
-            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, text=True,
-        env=env, cwd=ROOT, timeout=180, check=False,
-    )
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
-    return {**clean, "VERITY_HOME": str(tmp_path_factory.mktemp("home"))}
+    return cli_env(tmp_path_factory.mktemp("home"))
 
 
 def _run_json(env: dict[str, str], query: str, *extra: str) -> dict[str, object]:
-    done = _verity("run", query, *extra, "--json", env=env)
+    done = run_verity("run", query, *extra, "--json", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     result: dict[str, object] = json.loads(done.stdout)
@@ -50,8 +38,8 @@ def test_run__embedded_default_end_to_end(env: dict[str, str]) -> None:
 
 
 def test_run__shows_progress_then_the_answer(env: dict[str, str]) -> None:
-    done = _verity("run", "Why does inventory-service keep restarting?",
-                   "--scenario", "inventory-oom-crashloop", env=env)
+    done = run_verity("run", "Why does inventory-service keep restarting?",
+                      "--scenario", "inventory-oom-crashloop", env=env)
     assert done.returncode == 0, done.stderr
     for node in ("plan", "execute", "gatekeep", "verify", "compose", "finalize"):
         assert node in done.stderr
@@ -61,11 +49,11 @@ def test_run__shows_progress_then_the_answer(env: dict[str, str]) -> None:
 def test_run__export_reproduces_the_stored_verdict(env: dict[str, str], tmp_path: Path) -> None:
     result = _run_json(env, "Why is orders-api so slow?", "--scenario",
                        "orders-latency-payment-gateway")
-    exported = _verity("export", str(result["run_id"]), env=env)
+    exported = run_verity("export", str(result["run_id"]), env=env)
     assert exported.returncode == 0, exported.stderr
     bundle = tmp_path / "bundle.json"
     bundle.write_text(exported.stdout)
-    verified = json.loads(_verity("verify", str(bundle), "--json", env=env).stdout)
+    verified = json.loads(run_verity("verify", str(bundle), "--json", env=env).stdout)
     assert (verified["status"], verified["verdict"], verified["fallback_type"]) == (
         result["status"], result["verdict"], result["fallback_type"])
     assert verified["final_answer"] == result["final_answer"]
@@ -76,7 +64,7 @@ def test_run__follow_up_uses_the_previous_successful_turn(env: dict[str, str]) -
                       "checkout-pool-exhaustion", "--session", "sre-42")
     second = _run_json(env, "And what changed right before that?", "--scenario",
                        "checkout-pool-exhaustion", "--session", "sre-42")
-    shown = json.loads(_verity("show", str(second["run_id"]), "--json", env=env).stdout)
+    shown = json.loads(run_verity("show", str(second["run_id"]), "--json", env=env).stdout)
     plan = next(e for e in shown["events"] if e["node"] == "plan")
     assert plan["payload"]["previous_turn"] == first["run_id"]
 
@@ -92,7 +80,7 @@ def test_run__knowledge_question_cites_returned_documents(env: dict[str, str]) -
 
 
 def test_scenarios__lists_the_shipped_incidents(env: dict[str, str]) -> None:
-    done = _verity("scenarios", "--json", env=env)
+    done = run_verity("scenarios", "--json", env=env)
     names = {s["name"] for s in json.loads(done.stdout)["scenarios"]}
     assert {"checkout-pool-exhaustion", "billing-no-evidence",
             "knowledge-payment-db-credentials"} <= names
@@ -111,7 +99,7 @@ def test_scenarios__lists_the_shipped_incidents(env: dict[str, str]) -> None:
 def test_run__bad_input_is_one_line_exit_2(
     env: dict[str, str], args: list[str], message: str
 ) -> None:
-    done = _verity(*args, env=env)
+    done = run_verity(*args, env=env)
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in done.stderr

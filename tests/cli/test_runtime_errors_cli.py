@@ -4,35 +4,20 @@ stderr, a non-zero exit, no traceback, nothing left behind."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pipeline.store import open_store
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import run_verity
 
 
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def _verity(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=120, check=False)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
-    return {**clean, "VERITY_HOME": str(tmp_path / "home")}
 
 
 def _one_line(done: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:
@@ -50,8 +35,8 @@ def test_run__a_broker_that_is_down_is_one_line_and_leaves_no_run(
     database = f"sqlite:///{tmp_path / 'shared.db'}"
     env.update(VERITY_BROKER_URL=f"redis://127.0.0.1:{_closed_port()}/0",
                VERITY_DATABASE_URL=database)
-    done = _verity("run", "Why is checkout-service returning 500s?", "--scenario",
-                   "checkout-pool-exhaustion", env=env)
+    done = run_verity("run", "Why is checkout-service returning 500s?", "--scenario",
+                      "checkout-pool-exhaustion", env=env)
     _one_line(done, 1, "verity: error: broker unavailable: ", "refused")
     with open_store(database) as store:
         assert store.list_runs(tenant_id="default") == []
@@ -66,13 +51,13 @@ def test_run__a_database_that_is_down_is_one_line(
     url = make_url(postgres_server_url).set(port=_closed_port())
     env.update(VERITY_BROKER_URL=f"redis://127.0.0.1:{_closed_port()}/0",
                VERITY_DATABASE_URL=url.render_as_string(hide_password=False))
-    done = _verity("run", "why?", "--scenario", "checkout-pool-exhaustion", env=env)
+    done = run_verity("run", "why?", "--scenario", "checkout-pool-exhaustion", env=env)
     _one_line(done, 2, "verity: error: database unavailable: ", "refused")
 
 
 def test_run__a_broker_without_a_shared_database_is_one_line(env: dict[str, str]) -> None:
     env["VERITY_BROKER_URL"] = "redis://127.0.0.1:6379/0"
-    done = _verity("run", "why?", "--scenario", "checkout-pool-exhaustion", env=env)
+    done = run_verity("run", "why?", "--scenario", "checkout-pool-exhaustion", env=env)
     _one_line(done, 1, "also set VERITY_DATABASE_URL")
 
 
@@ -84,7 +69,7 @@ def test_run__a_broker_without_a_shared_database_is_one_line(env: dict[str, str]
 def test_reconcile__needs_a_broker_and_the_workers_database(
     env: dict[str, str], extra: dict[str, str], needle: str
 ) -> None:
-    done = _verity("reconcile", "--once", env={**env, **extra})
+    done = run_verity("reconcile", "--once", env={**env, **extra})
     _one_line(done, 1, needle)
 
 
@@ -103,7 +88,7 @@ def test_reconcile__once_with_a_broker_that_is_down_still_fails_overdue_runs(
                                    state={"next": {"node": "plan"}})
     env.update(VERITY_BROKER_URL=f"redis://127.0.0.1:{_closed_port()}/0",
                VERITY_DATABASE_URL=database, VERITY_RECONCILE_STALE_S="0.001")
-    done = _verity("reconcile", "--once", env=env)
+    done = run_verity("reconcile", "--once", env=env)
     assert done.returncode == 0, done.stderr
 
     assert json.loads(done.stdout) == {"resent": 0, "failed_deadline": 1, "cancelled": 0,

@@ -9,9 +9,7 @@ for the in-process runs; the real class is probed too once it exists.
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -24,8 +22,8 @@ import pytest
 from cli.main import main
 from pipeline.scenarios import default_scenarios_dir
 from pipeline.sources import composite as composite_module
+from tests.conftest import cli_env, run_verity
 
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-value"
 BUILDINFO = {"status": "success", "data": {"version": "2.53.1", "revision": "abc",
                                            "branch": "HEAD", "goVersion": "go1.22"}}
@@ -117,14 +115,8 @@ def probe(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _env(tmp_path: Path, config: Path | None) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("VERITY_", "ANTHROPIC_"))}
-    env = {**clean, "VERITY_HOME": str(tmp_path / "home")}
-    return env if config is None else {**env, "VERITY_CONFIG": str(config)}
-
-
-def _verity(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=180, check=False)
+    home = tmp_path / "home"
+    return cli_env(home) if config is None else cli_env(home, VERITY_CONFIG=str(config))
 
 
 # -- verity sources --------------------------------------------------------------------------
@@ -133,7 +125,7 @@ def _verity(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
 def test_sources__json_lists_configured_sources_then_shipped_scenarios(
     tmp_path: Path, config: Path, prometheus_url: str,
 ) -> None:
-    done = _verity("sources", "--json", env=_env(tmp_path, config))
+    done = run_verity("sources", "--json", env=_env(tmp_path, config))
     assert done.returncode == 0 and done.stderr == "", done.stderr
     payload = json.loads(done.stdout)
     assert payload["config"] == str(config)
@@ -152,7 +144,7 @@ def test_sources__json_lists_configured_sources_then_shipped_scenarios(
 
 def test_sources__text_one_line_per_source(tmp_path: Path, config: Path,
                                            prometheus_url: str) -> None:
-    done = _verity("sources", env=_env(tmp_path, config))
+    done = run_verity("sources", env=_env(tmp_path, config))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"sources file {config}"
@@ -163,7 +155,7 @@ def test_sources__text_one_line_per_source(tmp_path: Path, config: Path,
 
 def test_sources__without_a_file_only_the_shipped_scenarios(tmp_path: Path) -> None:
     env = {**_env(tmp_path, None), "XDG_CONFIG_HOME": str(tmp_path / "empty")}
-    done = _verity("sources", "--json", env=env)
+    done = run_verity("sources", "--json", env=env)
     payload = json.loads(done.stdout)
     assert payload["config"] is None
     assert all(s["name"].startswith("scenario:") for s in payload["sources"])
@@ -175,7 +167,7 @@ def test_sources__a_broken_file_is_one_line_exit_2(tmp_path: Path) -> None:
     broken.write_text('[sources.x.prometheus]\nurl = "prometheus:9090"\n', encoding="utf-8")
     for args, code in ((["sources"], 2), (["sources", "check", "x"], 2),
                        (["run", "why?", "--source", "x"], 1)):
-        done = _verity(*args, env=_env(tmp_path, broken))
+        done = run_verity(*args, env=_env(tmp_path, broken))
         assert done.returncode == code, (args, done.stderr)
         lines = done.stderr.splitlines()
         assert len(lines) == 1 and "sources.x.prometheus.url" in lines[0], lines
@@ -271,13 +263,13 @@ def test_check__the_real_prometheus_backend(
 @pytest.mark.slow
 def test_run__a_configured_scenario_source(tmp_path: Path, config: Path) -> None:
     env = _env(tmp_path, config)
-    done = _verity("run", "Why is checkout-service returning 500s?", "--source", "demo",
-                   "--json", env=env)
+    done = run_verity("run", "Why is checkout-service returning 500s?", "--source", "demo",
+                      "--json", env=env)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert (result["status"], result["verdict"]) == ("SUCCESS", "PASS")
     assert "v2.3.1" in result["final_answer"]["answer_summary"]
-    shown = json.loads(_verity("show", result["run_id"], "--json", env=env).stdout)
+    shown = json.loads(run_verity("show", result["run_id"], "--json", env=env).stdout)
     assert shown["data_source"] == "demo"
 
 
@@ -286,11 +278,11 @@ def test_run__an_unknown_source_is_refused_at_submit_with_nothing_written(
     tmp_path: Path, config: Path,
 ) -> None:
     env = _env(tmp_path, config)
-    done = _verity("run", "why?", "--source", "nope", env=env)
+    done = run_verity("run", "why?", "--source", "nope", env=env)
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     assert line.startswith("verity: error: unknown source 'nope' (known: live, down, bare, demo;")
-    runs = json.loads(_verity("runs", "--json", env=env).stdout)
+    runs = json.loads(run_verity("runs", "--json", env=env).stdout)
     assert runs["runs"] == []
 
 
@@ -299,14 +291,14 @@ def test_run__a_capability_without_a_backend_is_an_error_invocation_and_the_run_
     tmp_path: Path, config: Path,
 ) -> None:
     env = _env(tmp_path, config)
-    done = _verity("run", "Why is checkout-service returning 500s?", "--source", "bare",
-                   "--at", "2026-11-30T15:00:00Z", "--json", env=env)
+    done = run_verity("run", "Why is checkout-service returning 500s?", "--source", "bare",
+                      "--at", "2026-11-30T15:00:00Z", "--json", env=env)
     assert done.returncode in (0, 1), done.stderr
     run_id = json.loads(done.stdout)["run_id"]
-    shown = json.loads(_verity("show", run_id, "--json", env=env).stdout)
+    shown = json.loads(run_verity("show", run_id, "--json", env=env).stdout)
     assert shown["data_source"] == "bare@2026-11-30T15:00:00Z"
     assert shown["status"] in ("SUCCESS", "FALLBACK")
-    bundle = json.loads(_verity("export", run_id, env=env).stdout)
+    bundle = json.loads(run_verity("export", run_id, env=env).stdout)
     errors = {i["tool_name"]: i["error"] for i in bundle["invocations"] if i["error"]}
     assert errors["search_logs"] == ("SourceError: bare has no logs backend "
                                      "(configure [sources.bare.loki])")
@@ -315,14 +307,14 @@ def test_run__a_capability_without_a_backend_is_an_error_invocation_and_the_run_
 
 
 def test_run__source_and_scenario_together_are_refused(tmp_path: Path, config: Path) -> None:
-    done = _verity("run", "why?", "--source", "demo", "--scenario", "billing-no-evidence",
-                   env=_env(tmp_path, config))
+    done = run_verity("run", "why?", "--source", "demo", "--scenario", "billing-no-evidence",
+                      env=_env(tmp_path, config))
     assert done.returncode == 2
     assert "give one of --source, --scenario and --scenario-dir" in done.stderr
 
 
 def test_run__a_bad_at_is_one_line_exit_2(tmp_path: Path, config: Path) -> None:
-    done = _verity("run", "why?", "--source", "demo", "--at", "yesterday",
-                   env=_env(tmp_path, config))
+    done = run_verity("run", "why?", "--source", "demo", "--at", "yesterday",
+                      env=_env(tmp_path, config))
     assert done.returncode == 2
     assert "'yesterday' is not an ISO 8601 time" in done.stderr

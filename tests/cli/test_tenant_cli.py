@@ -4,29 +4,15 @@ CLI acts as VERITY_TENANT, else as `default` (the README's commands need no setu
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_verity
+
 ROOT = Path(__file__).resolve().parents[2]
 PASS_BUNDLE = ROOT / "samples" / "bundles" / "pass.json"
-
-
-def _verity(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
-        env=env, cwd=ROOT, timeout=180, check=False,
-    )
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
-    return {**clean, "VERITY_HOME": str(tmp_path / "home")}
 
 
 def _refused(done: subprocess.CompletedProcess[str]) -> str:
@@ -37,28 +23,28 @@ def _refused(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_tenant__a_stored_run_is_its_tenants_only(env: dict[str, str]) -> None:
-    done = _verity("verify", str(PASS_BUNDLE), "--json", "--store", "--tenant", "team-a",
-                   env=env)
+    done = run_verity("verify", str(PASS_BUNDLE), "--json", "--store", "--tenant", "team-a",
+                      env=env)
     assert done.returncode == 0, done.stderr
     run_id = json.loads(done.stdout)["run_id"]
 
-    shown = _verity("show", run_id, "--json", "--tenant", "team-a", env=env)
+    shown = run_verity("show", run_id, "--json", "--tenant", "team-a", env=env)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["tenant_id"] == "team-a"
-    assert _verity("export", run_id, "--tenant", "team-a", env=env).returncode == 0
-    listed = json.loads(_verity("runs", "--json", "--tenant", "team-a", env=env).stdout)
+    assert run_verity("export", run_id, "--tenant", "team-a", env=env).returncode == 0
+    listed = json.loads(run_verity("runs", "--json", "--tenant", "team-a", env=env).stdout)
     assert [r["run_id"] for r in listed["runs"]] == [run_id]
-    as_env = _verity("show", run_id, "--json", env={**env, "VERITY_TENANT": "team-a"})
+    as_env = run_verity("show", run_id, "--json", env={**env, "VERITY_TENANT": "team-a"})
     assert as_env.returncode == 0, as_env.stderr
 
     # as `default` (no --tenant) and as another tenant: exactly an unknown id's refusal
     for command in ("show", "export", "cancel"):
-        unknown = _refused(_verity(command, "no-such-run", env=env))
+        unknown = _refused(run_verity(command, "no-such-run", env=env))
         assert unknown == "verity: error: no run with id 'no-such-run'"
         expected = unknown.replace("no-such-run", run_id)
-        assert _refused(_verity(command, run_id, env=env)) == expected
-        assert _refused(_verity(command, run_id, "--tenant", "team-b", env=env)) == expected
-    listed = json.loads(_verity("runs", "--json", env=env).stdout)
+        assert _refused(run_verity(command, run_id, env=env)) == expected
+        assert _refused(run_verity(command, run_id, "--tenant", "team-b", env=env)) == expected
+    listed = json.loads(run_verity("runs", "--json", env=env).stdout)
     assert listed == {"tenant_id": "default", "runs": []}
 
 
@@ -69,24 +55,24 @@ def test_tenant__a_stored_run_is_its_tenants_only(env: dict[str, str]) -> None:
 def test_tenant__a_bad_tenant_id_is_one_line_exit_2(
     env: dict[str, str], tmp_path: Path, command: list[str]
 ) -> None:
-    line = _refused(_verity(*command, "--tenant", "team a", env=env))
+    line = _refused(run_verity(*command, "--tenant", "team a", env=env))
     assert line == "verity: error: tenant id 'team a' may hold only A-Z a-z 0-9 . _ : @ -"
-    line = _refused(_verity(*command, env={**env, "VERITY_TENANT": "x" * 129}))
+    line = _refused(run_verity(*command, env={**env, "VERITY_TENANT": "x" * 129}))
     assert line == "verity: error: tenant id must be at most 128 characters"
     assert not (tmp_path / "home").exists()  # refused before any database is opened
 
 
 def test_tenant__sessions_are_per_tenant(env: dict[str, str]) -> None:
     def run(tenant: str) -> str:
-        done = _verity("run", "Why is checkout-service returning 500s?", "--scenario",
-                       "checkout-pool-exhaustion", "--session", "sre-42", "--json",
-                       "--tenant", tenant, env=env)
+        done = run_verity("run", "Why is checkout-service returning 500s?", "--scenario",
+                          "checkout-pool-exhaustion", "--session", "sre-42", "--json",
+                          "--tenant", tenant, env=env)
         assert done.returncode == 0, done.stderr
         return str(json.loads(done.stdout)["run_id"])
 
     def previous_turn(run_id: str, tenant: str) -> object:
-        shown = json.loads(_verity("show", run_id, "--json", "--tenant", tenant,
-                                   env=env).stdout)
+        shown = json.loads(run_verity("show", run_id, "--json", "--tenant", tenant,
+                                      env=env).stdout)
         plan = next(e for e in shown["events"] if e["node"] == "plan")
         return plan["payload"]["previous_turn"]
 

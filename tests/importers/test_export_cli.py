@@ -5,9 +5,6 @@ transcript, which `verity import --format anthropic` checks back to the run's cl
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,38 +13,30 @@ from models.bundle import RunBundle
 from models.executor import ExecutorEvidenceV2
 from pipeline.importers.anthropic import parse
 from pipeline.importers.messages_export import anthropic_transcript
+from tests.conftest import cli_env, run_verity
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-def _verity(*args: str, env: dict[str, str], stdin: str | None = None
-            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env,
-                          input=stdin, capture_output=True, text=True, timeout=180, check=False)
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
-    return {**clean, "VERITY_HOME": str(tmp_path / "home")}
+    return cli_env(tmp_path / "home")
 
 
 def test_export__anthropic_prints_the_stored_run_as_one_transcript(env: dict[str, str]) -> None:
-    ran = _verity("run", "Why is checkout-service returning 500s?", "--scenario",
-                  "checkout-pool-exhaustion", "--json", env=env)
+    ran = run_verity("run", "Why is checkout-service returning 500s?", "--scenario",
+                     "checkout-pool-exhaustion", "--json", env=env)
     assert ran.returncode == 0, ran.stderr
     run_id = json.loads(ran.stdout)["run_id"]
-    exported = _verity("export", run_id, "--format", "anthropic", env=env)
+    exported = run_verity("export", run_id, "--format", "anthropic", env=env)
     assert exported.returncode == 0, exported.stderr
     assert exported.stderr == "" and exported.stdout.count("\n") == 1
-    bundle = RunBundle.model_validate_json(_verity("export", run_id, env=env).stdout)
+    bundle = RunBundle.model_validate_json(run_verity("export", run_id, env=env).stdout)
     assert json.loads(exported.stdout) == anthropic_transcript(bundle)
     imported = parse(exported.stdout)
     assert [c.call_id for c in imported.calls] == [i.tool_call_id for i in bundle.invocations]
-    checked = _verity("import", "-", "--format", "anthropic", "--json", env=env,
-                      stdin=exported.stdout)
+    checked = run_verity("import", "-", "--format", "anthropic", "--json", env=env,
+                         stdin=exported.stdout)
     assert checked.returncode == 0, checked.stderr
     report = json.loads(checked.stdout)
     stated = ExecutorEvidenceV2.model_validate_json(bundle.executor_output_raw).claims
@@ -56,7 +45,7 @@ def test_export__anthropic_prints_the_stored_run_as_one_transcript(env: dict[str
 
 
 def test_export__an_unknown_format_is_one_line_exit_2(env: dict[str, str]) -> None:
-    done = _verity("export", "run-1", "--format", "openai", env=env)
+    done = run_verity("export", "run-1", "--format", "openai", env=env)
     assert done.returncode == 2 and done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("verity: error: ")

@@ -7,9 +7,7 @@ the report says so."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from pipeline.prompts import load_prompt
 from pipeline.providers.anthropic import AnthropicProvider
 from pipeline.rules.prose import split_claims
 from pipeline.run.attempts import Retrying
+from tests.conftest import cli_env, run_verity
 from tests.providers.claude_like import answer_like_claude
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,17 +109,10 @@ def files(tmp_path: Path) -> list[str]:
 
 
 def _env(tmp_path: Path, fake: FakeAnthropic | None = None) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
-    env = {**clean, "VERITY_HOME": str(tmp_path / "home")}
-    if fake is not None:
-        env.update(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=fake.base_url)
-    return env
-
-
-def _verity(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=180, check=False)
+    home = tmp_path / "home"
+    if fake is None:
+        return cli_env(home)
+    return cli_env(home, ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=fake.base_url)
 
 
 def _report(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -139,7 +131,7 @@ def _roles(fake: FakeAnthropic) -> list[str]:
 
 
 def _offline(files: list[str], tmp_path: Path) -> dict[str, Any]:
-    done = _verity("check-answer", *files, "--json", env=_env(tmp_path))
+    done = run_verity("check-answer", *files, "--json", env=_env(tmp_path))
     assert done.stderr == ""
     return _report(done)
 
@@ -148,16 +140,23 @@ def _claude(fake: FakeAnthropic, files: list[str], tmp_path: Path,
             extractor: Callable[[dict[str, Any]], dict[str, Any]]
             ) -> subprocess.CompletedProcess[str]:
     fake.set_default_responder(extractor, "extractor")
-    return _verity("check-answer", *files, "--json", "--provider", "anthropic",
-                   env=_env(tmp_path, fake))
+    return run_verity("check-answer", *files, "--json", "--provider", "anthropic",
+                      env=_env(tmp_path, fake))
+
+
+def _compared(fake: FakeAnthropic, files: list[str], tmp_path: Path,
+              extractor: Callable[[dict[str, Any]], dict[str, Any]]
+              ) -> tuple[dict[str, Any], dict[str, Any], subprocess.CompletedProcess[str]]:
+    """The offline report, then the report and the process of the run with `extractor`."""
+    offline = _offline(files, tmp_path)
+    done = _claude(fake, files, tmp_path, extractor)
+    return offline, _report(done), done
 
 
 def test_extractor__a_faithful_extraction_gives_the_splitters_spans(
     fake: FakeAnthropic, files: list[str], tmp_path: Path
 ) -> None:
-    offline = _offline(files, tmp_path)
-    done = _claude(fake, files, tmp_path, faithful)
-    claude = _report(done)
+    offline, claude, done = _compared(fake, files, tmp_path, faithful)
     assert done.stderr == ""
     assert _spans(claude) == _spans(offline) and len(claude["claims"]) == 7
     for start, end, text in _spans(claude):
@@ -178,14 +177,12 @@ def test_extractor__an_invented_claim_is_nowhere_in_the_report(
     fake: FakeAnthropic, files: list[str], tmp_path: Path
 ) -> None:
     assert INVENTED not in ANSWER
-    offline = _offline(files, tmp_path)
-    done = _claude(fake, files, tmp_path, inventing)
-    claude = _report(done)
+    offline, claude, done = _compared(fake, files, tmp_path, inventing)
     assert "DNS" not in done.stdout and "DNS" not in done.stderr
     assert _spans(claude) == _spans(offline)
     assert not any("DNS" in c["text"] for c in claude["claims"])
-    human = _verity("check-answer", *files, "--provider", "anthropic",
-                    env=_env(tmp_path, fake))
+    human = run_verity("check-answer", *files, "--provider", "anthropic",
+                       env=_env(tmp_path, fake))
     assert human.returncode == 0, human.stderr
     assert "DNS" not in human.stdout
     assert "claims read by the extractor: 7 kept, 1 of its reply dropped" in " ".join(
@@ -195,16 +192,14 @@ def test_extractor__an_invented_claim_is_nowhere_in_the_report(
 def test_extractor__an_unusable_reply_falls_back_to_the_splitter_and_says_so(
     fake: FakeAnthropic, files: list[str], tmp_path: Path
 ) -> None:
-    offline = _offline(files, tmp_path)
-    done = _claude(fake, files, tmp_path, chatty)
-    claude = _report(done)
+    offline, claude, done = _compared(fake, files, tmp_path, chatty)
     assert _spans(claude) == _spans(offline)
     assert done.stderr.startswith("verity: warning: " + FALLBACK)
     assert "the extractor's reply is not a list of claims" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert _roles(fake).count("extractor") == 2  # the technical retry, then the fallback
-    human = _verity("check-answer", *files, "--provider", "anthropic",
-                    env=_env(tmp_path, fake))
+    human = run_verity("check-answer", *files, "--provider", "anthropic",
+                       env=_env(tmp_path, fake))
     assert human.returncode == 0 and human.stderr == ""
     assert FALLBACK + "the extractor's reply is not a list of claims" in " ".join(
         human.stdout.split())
@@ -216,9 +211,9 @@ def test_extractor__a_stored_check_keeps_the_extractors_attempts_and_fallback(
     fake.faults("extractor", [529, 529])
     env = {**_env(tmp_path, fake), "VERITY_TRANSIENT_MAX_RETRIES": "1",
            "VERITY_TRANSIENT_RETRY_BUDGET_S": "5"}
-    stored = _report(_verity("check-answer", *files, "--json", "--store", "--provider",
-                             "anthropic", env=env))
-    shown = json.loads(_verity("show", stored["run_id"], "--json", env=env).stdout)
+    stored = _report(run_verity("check-answer", *files, "--json", "--store", "--provider",
+                                "anthropic", env=env))
+    shown = json.loads(run_verity("show", stored["run_id"], "--json", env=env).stdout)
     extractor = [a for a in shown["attempts"] if a["role"] == "extractor"]
     assert [a["outcome"] for a in extractor] == ["unavailable", "unavailable"]
     rules = shown["self_evaluation"]["rule_evaluation"]["claim_extraction"]
@@ -264,9 +259,9 @@ def test_extractor__import_bundle_uses_the_extractor_and_offline_asks_nothing(
 ) -> None:
     fake.set_default_responder(inventing, "extractor")
     args = ("import", str(TRANSCRIPT), "--format", "anthropic", "--bundle")
-    offline = _report(_verity(*args, "--provider", "offline", env=_env(tmp_path, fake)))
+    offline = _report(run_verity(*args, "--provider", "offline", env=_env(tmp_path, fake)))
     assert fake.requests == []  # a key in the environment sends nothing offline
-    claude = _report(_verity(*args, "--provider", "anthropic", env=_env(tmp_path, fake)))
+    claude = _report(run_verity(*args, "--provider", "anthropic", env=_env(tmp_path, fake)))
     assert _roles(fake) == ["extractor"]
     assert claude["imported"]["claims"] == offline["imported"]["claims"]
     assert "DNS" not in json.dumps(claude)

@@ -4,9 +4,7 @@ over real HTTP to the fake Messages API server (ANTHROPIC_BASE_URL), as a user r
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import pytest
 from fake_anthropic import FakeAnthropic
 from pipeline.config import VeritySettings
 from pipeline.prompts import load_prompt
+from tests.conftest import cli_env, run_verity
 from tests.providers import claude_like
 from tests.providers.claude_like import answer_like_claude
 
@@ -33,18 +32,11 @@ def fake() -> Iterator[FakeAnthropic]:
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("VERITY_", "ANTHROPIC_"))}
-    return {**clean, "VERITY_HOME": str(tmp_path / "home"), **extra}
+    return cli_env(tmp_path / "home", **extra)
 
 
 def _claude_env(tmp_path: Path, fake: FakeAnthropic) -> dict[str, str]:
     return _env(tmp_path, ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=fake.base_url)
-
-
-def _verity(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=180, check=False)
 
 
 def _one_object(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -74,9 +66,9 @@ def test_verify__claude_answering_like_claude_gives_the_offline_verdict(
     fake: FakeAnthropic, tmp_path: Path, bundle: str
 ) -> None:
     path = str(BUNDLES / bundle)
-    offline = _one_object(_verity("verify", path, "--json", env=_env(tmp_path)))
-    claude = _one_object(_verity("verify", path, "--json", "--provider", "anthropic",
-                                 env=_claude_env(tmp_path, fake)))
+    offline = _one_object(run_verity("verify", path, "--json", env=_env(tmp_path)))
+    claude = _one_object(run_verity("verify", path, "--json", "--provider", "anthropic",
+                                    env=_claude_env(tmp_path, fake)))
     assert list(claude) == list(offline)
     assert (claude["status"], claude["verdict"], claude["fallback_type"]) == (
         offline["status"], offline["verdict"], offline["fallback_type"])
@@ -97,9 +89,9 @@ def test_verify__a_stricter_claude_verifier_changes_the_verdict(
 ) -> None:
     fake.set_default_responder(strict_verifier, "verifier")
     path = str(BUNDLES / "pass.json")
-    offline = _one_object(_verity("verify", path, "--json", env=_env(tmp_path)))
-    strict = _one_object(_verity("verify", path, "--json", "--provider", "anthropic",
-                                 env=_claude_env(tmp_path, fake)))
+    offline = _one_object(run_verity("verify", path, "--json", env=_env(tmp_path)))
+    strict = _one_object(run_verity("verify", path, "--json", "--provider", "anthropic",
+                                    env=_claude_env(tmp_path, fake)))
     assert (offline["status"], offline["verdict"]) == ("SUCCESS", "PASS")
     assert (strict["status"], strict["verdict"], strict["fallback_type"]) == (
         "FALLBACK", "REJECT", "SEMANTIC_UNSUPPORTED")
@@ -113,9 +105,9 @@ def test_verify__store_keeps_the_model_attempts_like_a_live_run(
     fake: FakeAnthropic, tmp_path: Path
 ) -> None:
     env = _claude_env(tmp_path, fake)
-    stored = _one_object(_verity("verify", str(BUNDLES / "pass.json"), "--json", "--store",
-                                 "--provider", "anthropic", env=env))
-    shown = _one_object(_verity("show", stored["run_id"], "--json", env=env))
+    stored = _one_object(run_verity("verify", str(BUNDLES / "pass.json"), "--json", "--store",
+                                    "--provider", "anthropic", env=env))
+    shown = _one_object(run_verity("show", stored["run_id"], "--json", env=env))
     attempts = shown["attempts"]
     assert sorted(a["role"] for a in attempts) == ["composer", "verifier"]
     assert len(attempts) == len(fake.requests)
@@ -127,8 +119,8 @@ def test_verify__store_keeps_the_model_attempts_like_a_live_run(
 
 
 def test_verify__missing_key_is_one_line_exit_2_and_nothing_stored(tmp_path: Path) -> None:
-    done = _verity("verify", str(BUNDLES / "pass.json"), "--json", "--store",
-                   "--provider", "anthropic", env=_env(tmp_path))
+    done = run_verity("verify", str(BUNDLES / "pass.json"), "--json", "--store",
+                      "--provider", "anthropic", env=_env(tmp_path))
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("verity: error: ANTHROPIC_API_KEY is not set")
     assert len(done.stderr.strip().splitlines()) == 1
@@ -140,8 +132,8 @@ def test_verify__the_default_stays_offline_with_a_key_set(
 ) -> None:
     """The shipped bundles' expectations are the offline agents'; a key in the environment
     does not send `verity verify` to the network."""
-    done = _one_object(_verity("verify", str(BUNDLES / "pass.json"), "--json",
-                               env=_claude_env(tmp_path, fake)))
+    done = _one_object(run_verity("verify", str(BUNDLES / "pass.json"), "--json",
+                                  env=_claude_env(tmp_path, fake)))
     assert (done["status"], done["verdict"]) == ("SUCCESS", "PASS")
     assert fake.requests == []
     assert {m for *_, m in _used(done)} == {"offline-template-composer-1",
@@ -150,8 +142,8 @@ def test_verify__the_default_stays_offline_with_a_key_set(
 
 def test_verify__a_rejected_key_is_one_line(fake: FakeAnthropic, tmp_path: Path) -> None:
     env = _env(tmp_path, ANTHROPIC_API_KEY="wrong-key", ANTHROPIC_BASE_URL=fake.base_url)
-    done = _verity("verify", str(BUNDLES / "pass.json"), "--store", "--provider", "anthropic",
-                   env=env)
+    done = run_verity("verify", str(BUNDLES / "pass.json"), "--store", "--provider", "anthropic",
+                      env=env)
     assert done.returncode != 0 and done.stdout == ""
     assert done.stderr.startswith("verity: error: ") and "(401)" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -159,8 +151,8 @@ def test_verify__a_rejected_key_is_one_line(fake: FakeAnthropic, tmp_path: Path)
 
 
 def test_verify__an_unknown_provider_is_one_line_exit_2(tmp_path: Path) -> None:
-    done = _verity("verify", str(BUNDLES / "pass.json"), "--provider", "openai",
-                   env=_env(tmp_path))
+    done = run_verity("verify", str(BUNDLES / "pass.json"), "--provider", "openai",
+                      env=_env(tmp_path))
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("verity: error: ") and "'offline', 'anthropic'" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
