@@ -80,7 +80,8 @@ def extract_claims(answer: str, extractor: Model, *, log: AttemptLog) -> Extract
     def parse(text: str) -> Extraction:
         extraction = claims_from_reply(answer, text)
         if extraction.fallback:
-            raise _UnusableReply(extraction.reason or "the extractor's reply is not usable")
+            raise ProviderOutputInvalidError(
+                extraction.reason or "the extractor's reply is not usable")
         return extraction
 
     try:
@@ -90,14 +91,10 @@ def extract_claims(answer: str, extractor: Model, *, log: AttemptLog) -> Extract
         raise
     except RunFailure as exc:
         last = exc.__cause__ if isinstance(exc, AttemptsExhaustedError) else exc
-        reason = (str(last) if isinstance(last, _UnusableReply)
+        reason = (_one_line(last) if isinstance(last, ProviderOutputInvalidError)
                   else f"the extractor did not answer ({_one_line(last or exc)})")
         extraction = fallback(answer, reason)
     return extraction
-
-
-class _UnusableReply(ProviderOutputInvalidError):
-    """The extractor answered, but nothing of its reply can be laid over the answer."""
 
 
 def _given(extraction: Extraction) -> Callable[[str], list[ProseClaim]]:
