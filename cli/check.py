@@ -17,15 +17,13 @@ from rich.markup import escape
 from cli.inputs import VerifyProvider, emit_json, open_run_store, read_input, verify_models
 from cli.runs import TenantOption, tenant_of
 from models.check import CheckedClaim, CheckReport
-from pipeline.checks import CheckedAnswer, check, extract_claims, save
+from pipeline.checks import CheckedAnswer, check, imported_bundle, save
 from pipeline.config import VeritySettings
-from pipeline.importers.bundle import to_bundle
 from pipeline.importers.files import parse_files
 from pipeline.importers.formats import parse_transcript
 from pipeline.importers.record import ImportedRun
 from pipeline.model import Model
 from pipeline.rules.extracted import Extraction
-from pipeline.run.attempts import AttemptLog
 
 _out = Console(soft_wrap=False)
 
@@ -84,11 +82,8 @@ def import_run(
     settings = VeritySettings()
     imported = parse_transcript(_read(transcript, settings), format)
     if bundle:
-        extractor = _extractor(provider, settings)
-        extraction = None if extractor is None else extract_claims(
-            imported.answer, extractor, log=AttemptLog("bundle"))
-        made = to_bundle(imported, question=question, settings=settings,
-                         extract=None if extraction is None else lambda _: extraction.claims)
+        made, extraction = imported_bundle(imported, question=question, settings=settings,
+                                           extractor=_extractor(provider, settings))
         _warn(extraction)
         emit_json(made.model_dump(mode="json"))
         return

@@ -60,16 +60,26 @@ def check(imported: ImportedRun, *, verifier: Model, composer: Model,
     TranscriptError when the run cannot be made a bundle."""
     run_id = uuid.uuid4().hex
     log = AttemptLog(run_id)
-    extraction = None if extractor is None else extract_claims(imported.answer, extractor,
-                                                                log=log)
-    bundle = to_bundle(imported, question=question, settings=settings,
-                       extract=None if extraction is None else _given(extraction))
+    bundle, extraction = imported_bundle(imported, question=question, settings=settings,
+                                         extractor=extractor, log=log)
     run = verify_bundle(bundle, verifier=verifier, composer=composer, run_id=run_id,
                         settings=settings)
     if extraction is not None:
         run = _with_extraction(run, extraction, log.attempts)
     return CheckedAnswer(bundle=bundle, run=run, report=check_report(bundle, run.result),
                          extraction=extraction)
+
+
+def imported_bundle(imported: ImportedRun, *, question: str | None = None,
+                    settings: VeritySettings | None = None, extractor: Model | None = None,
+                    log: AttemptLog | None = None) -> tuple[RunBundle, Extraction | None]:
+    """The bundle of `imported` (`to_bundle`), its claims `extractor`'s when one is given (its
+    attempts recorded in `log`), and that extraction (None without an extractor)."""
+    extraction = None if extractor is None else extract_claims(
+        imported.answer, extractor, log=log or AttemptLog(uuid.uuid4().hex))
+    bundle = to_bundle(imported, question=question, settings=settings,
+                       extract=None if extraction is None else _given(extraction))
+    return bundle, extraction
 
 
 def extract_claims(answer: str, extractor: Model, *, log: AttemptLog) -> Extraction:
