@@ -27,7 +27,7 @@ from pipeline.importers.evidence import invocation_of
 from pipeline.importers.record import ImportedRun
 from pipeline.rules.binder import bind
 from pipeline.rules.facts import extract_facts
-from pipeline.rules.prose import ProseClaim, split_claims
+from pipeline.rules.prose import ProseClaim, quotations, split_claims
 
 DEFAULT_QUESTION = "Is this diagnosis supported by the evidence it was given?"
 """The question of an imported run whose source has none (plain files without --question)."""
@@ -50,7 +50,7 @@ def to_bundle(run: ImportedRun, *, question: str | None = None,
     actions: list[tuple[ProseClaim, str]] = []
     for number, item in enumerate((p for p in prose if not p.action), start=1):
         claim_id = f"c{number}"
-        bindings = bind(item.plain, invocations,
+        bindings = bind(item.plain, invocations, quoted=quotations(item.text),
                         negative=item.kind is ClaimKind.NEGATIVE_OBSERVATION)
         if bindings:
             claims.append(_claim(claim_id, item, bindings))

@@ -11,7 +11,8 @@ candidate that supports the most of what is still unsupported (identifiers, code
 weigh most, then numbers and times, then names; the claim's own words break ties), so that each
 found fact is bound once. A fact found nowhere but stated with another value beside the claim's
 other facts (the same log line, another pool size) is bound where that value stands: the
-post-check then sees the difference and the claim is contradicted. A claim none of whose facts
+post-check then sees the difference and the claim is contradicted. What the claim quotes word
+for word is bound where an output states it as written. A claim none of whose facts
 is found anywhere gets no binding: it cannot be an observation.
 
 A negative observation ("no alerts fired for payment-db") binds to a query that found nothing
@@ -60,10 +61,10 @@ class _Candidate:
     words: frozenset[str]
 
 
-def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = False
-         ) -> list[EvidenceBinding]:
+def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = False,
+         quoted: Sequence[str] = ()) -> list[EvidenceBinding]:
     """The bindings of `claim` (plain text) into `invocations`' projections; empty when none
-    of its facts is found."""
+    of its facts is found. `quoted`: what the claim quotes word for word (`prose.quotations`)."""
     facts = _claim_facts(claim)
     words = _content_words(claim)
     candidates = [c for inv in invocations if _usable(inv) for c in _candidates(inv)]
@@ -71,6 +72,7 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
     chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
                            taken=chosen)
+    chosen += _quoting(quoted, candidates, taken=chosen)
     if not chosen:
         chosen = _by_words(words, candidates)
     bindings = [_binding(c, facts) for c in chosen[:MAX_BINDINGS]]
@@ -183,6 +185,26 @@ def _settled(fact: Fact, facts: list[Fact], primary: _Candidate, candidate: _Can
         return False
     return not any(candidate.facts.supports(f) and not primary.facts.supports(f)
                    for f in anchors)
+
+
+def _quoting(quoted: Sequence[str], candidates: list[_Candidate], *,
+             taken: list[_Candidate]) -> list[_Candidate]:
+    """For each quotation no value taken holds, the shortest value that holds it as
+    written (case aside): a quoted log message is bound where the log states it, even when it
+    carries no fact ("`Interrupted while waiting for message on queue`")."""
+    added: list[_Candidate] = []
+    for quote in quoted:
+        wanted = quote.casefold()
+        if any(wanted in _spaced(c.text) for c in (*taken, *added)):
+            continue
+        holding = [c for c in candidates if wanted in _spaced(c.text)]
+        if holding:
+            added.append(min(holding, key=lambda c: len(c.text)))
+    return added
+
+
+def _spaced(text: str) -> str:
+    return " ".join(text.split()).casefold()
 
 
 def _by_words(words: frozenset[str], candidates: list[_Candidate]) -> list[_Candidate]:

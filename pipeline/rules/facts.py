@@ -14,6 +14,7 @@ is this one.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -21,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+
+from pipeline.rules.lexicon import NUMBER_WORDS
 
 
 class FactKind(StrEnum):
@@ -101,6 +104,10 @@ _UNIT_ALT = "|".join(
     re.escape(u) for u in sorted(_UNITS, key=len, reverse=True) if u not in {"%"}
 )
 
+_COUNTED_WORDS = "|".join(w for w, n in NUMBER_WORDS.items() if n >= 2 and n == int(n)
+                          and not w.endswith("ed") and w not in {"twice", "double", "triple"})
+_DURATION_UNITS = "seconds|minutes|hours|days"
+
 _MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 _TLDS = "com|net|org|edu|gov|io|cn|de|uk|jp|ru|fr|br|in|info|biz|cloud|dev|example"
 
@@ -171,6 +178,9 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         rf"(?:(?-i:[kKMB]|bn)(?!\w)|\s?%|\s?(?:{_UNIT_ALT})(?![\w/])|\s(?:{_COUNT_NOUNS})\b)?"
         r"(?![\w.]\w)",
         re.IGNORECASE)),
+    # a duration in words ("the preceding two hours"): the same fact as "120 minutes"
+    (FactKind.QUANTITY, "words", re.compile(
+        rf"\b(?:{_COUNTED_WORDS})\s+(?:{_DURATION_UNITS})\b", re.IGNORECASE)),
     # letters and digits in one word (storage1231, node246, J12): an identifier, matched whole
     (FactKind.IDENTIFIER, "id", re.compile(
         r"(?=[A-Za-z0-9])\b(?=[A-Za-z.:]*\d)(?=[\d.:]*[A-Za-z])[A-Za-z0-9]+"
@@ -227,7 +237,7 @@ def _gated() -> list[tuple[FactKind, str, re.Pattern[str], str | re.Pattern[str]
             gate = tuple(next(hosts))
         else:
             gate = _GATES.get(shape, ())
-        digits = kind in _DIGIT_KINDS or shape in _DIGIT_SHAPES
+        digits = (kind in _DIGIT_KINDS and shape != "words") or shape in _DIGIT_SHAPES
         gated.append((kind, shape, pattern, _gate_of(gate), digits))
     return gated
 
@@ -297,6 +307,10 @@ def _make_fact(kind: FactKind, shape: str, raw: str, *, single_digits: bool) -> 
         return Fact(kind, raw, _timestamp_key(raw))
     if kind is FactKind.VERSION:
         return Fact(kind, raw, raw.lower().removeprefix("v"))
+    if kind is FactKind.QUANTITY and shape == "words":
+        word, unit = raw.split(maxsplit=1)
+        fact = _make_quantity(f"{NUMBER_WORDS[word.casefold()]} {unit}")
+        return None if fact is None else dataclasses.replace(fact, text=raw)
     if kind is FactKind.QUANTITY:
         return _make_quantity(raw, single_digits=single_digits)
     if kind is FactKind.SERVICE:

@@ -43,6 +43,22 @@ def unsupported_facts(text: str, facts: FactSet) -> list[Fact]:
     return [fact for fact in extract_facts(text) if not facts.supports(fact)]
 
 
+_LINE = re.compile(r"\$\.lines\[\d+\]$")
+"""A binding to one line of a text output (`$.lines[41]`): a log line or a row of
+command output is a record of its own, and the claim's words are read against it (and the
+output's header, `_header`), not against every other line of the file."""
+
+def _header(lines: object) -> list[str]:
+    """The leading lines of a text output that hold no digit: the command that printed it
+    and a listing's header (`NAME READY STATUS RESTARTS AGE`), which name its columns."""
+    header: list[str] = []
+    for line in lines[:3] if isinstance(lines, list) else []:
+        if any(ch.isdigit() for ch in str(line)):
+            break
+        header.append(str(line))
+    return header
+
+
 _TOOL_WORDS = re.compile(r"[-_.]+")
 """What separates the words of a tool's name (`list_alerts`, `kubectl-get-pods.txt`): the
 output of a tool that lists alerts speaks of alerts, whatever its rows say."""
@@ -51,8 +67,8 @@ output of a tool that lists alerts speaks of alerts, whatever its rows say."""
 def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
                  ) -> dict[str, str]:
     """Per verified claim: the content words it uses that no whole output of the tool calls it
-    binds to uses, nor the narration of an incident (`lexicon.CLAIM_WORDS`); claims with none
-    are left out. An excerpt is short ("1432"), so the claim's words are looked for in the
+    binds to uses (a line of a text output: that line), nor the narration of an incident
+    (`lexicon.CLAIM_WORDS`); claims with none are left out. An excerpt is short ("1432"), so the claim's words are looked for in the
     whole stored projection ("checkout-service logged 1432 errors, returning HTTP 500" is
     read against the log search); "a memory leak in the product cache" is in none of them."""
     outputs = {i.tool_call_id: i for i in invocations}
@@ -64,11 +80,15 @@ def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocatio
             if item.claim_id != claim.claim_id:
                 continue
             call = outputs.get(item.invocation_id)
-            if item.invocation_id not in texts:
-                projection = call.projection if call is not None else None
-                texts[item.invocation_id] = (
-                    projection.model_dump_json() if projection is not None else "")
-            material += [texts[item.invocation_id], item.matched_text, item.tool_name,
+            projection = call.projection if call is not None else None
+            if _LINE.match(item.path):  # one line of a text output: that line is the record
+                material += _header(getattr(projection, "lines", None))
+            else:
+                if item.invocation_id not in texts:
+                    texts[item.invocation_id] = (
+                        projection.model_dump_json() if projection is not None else "")
+                material.append(texts[item.invocation_id])
+            material += [item.matched_text, item.tool_name,
                          _TOOL_WORDS.sub(" ", item.tool_name), *scope_text(item.scope)]
         problem = grounding_problem(claim.text, material, vocabulary=lexicon.CLAIM_WORDS,
                                     words_only=True)
@@ -197,7 +217,26 @@ def _hold_to_evidence(
             verification = Verification.OVERSTATED
             notes.append(f"{check.claim_id}: {check.verification.value} -> overstated "
                          f"({wider})")
+        elif verification is Verification.DIRECT_OBSERVATION and (
+                link := _drawn_link(text, trusted)) is not None:
+            # a link between things is read from them, never seen in any one of them
+            verification = Verification.REASONABLE_INFERENCE
+            notes.append(f"{check.claim_id}: direct_observation -> reasonable_inference (draws "
+                         f"a link none of its evidence states: {link!r})")
     return _updated(check, refs, verification), notes
+
+
+_QUOTES = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”")
+
+
+def _drawn_link(text: str, evidence: Sequence[VerifiedEvidence]) -> str | None:
+    """The wording by which `text` links one thing to another as its cause or correlate
+    ("because", "started with") when no evidence it rests on states such a link itself;
+    None otherwise. Quoted text is what a source said, not the claim's own link."""
+    found = lexicon.CAUSAL.search(_QUOTES.sub(" ", text))
+    if found is None or any(lexicon.CAUSAL.search(e.matched_text) for e in evidence):
+        return None
+    return found.group(0)
 
 
 def scope_problem(text: str, evidence: Sequence[VerifiedEvidence], *, negative: bool

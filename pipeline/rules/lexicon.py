@@ -87,6 +87,10 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
                 "verify", "watch", "monitor", "track"),
     "connection": ("connection", "connections", "conn", "conns"),
     "threshold": ("above", "exceed", "exceeded", "exceeding", "exceeds"),
+    "rate": ("rate", "rates", "rps", "qps", "throughput", "traffic"),
+    "db": ("db", "database", "databases"),
+    "previous": ("previous", "replace", "replaced", "replaces", "replacing", "prior",
+                 "former"),
 }
 """Word classes whose members a statement may use for one another."""
 
@@ -96,7 +100,8 @@ PHRASES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\broll(?:ed|ing|s)?\s+back\b", re.I), "rollback"),
     (re.compile(r"\broll(?:ed|ing|s)?\s+out\b", re.I), "rollout"),
     (re.compile(r"\b(?:ran|run|runs|running)\s+(?:out|dry)\b", re.I), "exhausted"),
-    (re.compile(r"\btim(?:ed|es|ing)\s+out\b", re.I), "timeout"),
+    (re.compile(r"\btim(?:e|ed|es|ing)\s+out\b", re.I), "timeout"),
+    (re.compile(r"(?<![^\W_])per[\s_]sec(?:ond)?\b", re.I), " rate"),
     (re.compile(r"\bwent\s+up\b", re.I), "rose"),
     (re.compile(r"\bwent\s+down\b", re.I), "fell"),
     (re.compile(r"\bshift(?:ed|ing|s)?\s+up(?:ward)?\b", re.I), "rose"),
@@ -111,7 +116,7 @@ IRREGULAR = {
     "shrank": "shrink", "shrunk": "shrink", "took": "take", "taken": "take", "hit": "hit",
     "brought": "bring", "kept": "keep", "held": "hold", "left": "leave", "made": "make",
     "sent": "send", "spent": "spend", "threw": "throw", "thrown": "throw", "wrote": "write",
-    "written": "write", "knew": "know", "known": "know",
+    "written": "write", "knew": "know", "known": "know", "expiry": "expire",
 }
 """Irregular verb forms a stemmer does not join to their base."""
 
@@ -142,7 +147,8 @@ CAUSAL = re.compile(
     r"|\bgave\s+rise\b|\bgiv(?:e|es|ing)\s+rise\b|\bspark(?:s|ed|ing)?\b"
     r"|\bprecipitat\w+|\bunderl(?:ie|ies|ying|ay)\b|\borigin(?:s|ated|ates)?\b"
     r"|\bsource\s+of\b|\bfrom\s+which\b|\bcorrelat\w+|\blink(?:s|ed)?\s+to\b"
-    r"|\bfollow(?:s|ed|ing)?\s+from\b|\baccount(?:s|ed)?\s+for\b|\bin\s+turn\b",
+    r"|\bfollow(?:s|ed|ing)?\s+from\b|\baccount(?:s|ed)?\s+for\b|\bin\s+turn\b"
+    r"|\b(?:start(?:s|ed)?|beg[ai]n(?:s)?|begun|appear(?:s|ed)?|came|come)\s+with\b",
     re.IGNORECASE)
 """Wording that links one thing to another as its cause (or its correlate)."""
 
@@ -286,6 +292,8 @@ went go goes going gone come comes came coming occur occurs occurred occurring h
 happened happening hit hits hitting surface surfaces surfaced show shows showing throw throws
 throwing threw thrown keep keeps kept stay stays stayed run runs ran follow follows followed
 following repeat repeats repeated set sets moved move moves averaged average averages
+involved besides otherwise apart according describe describes described recommend recommends
+recommended burst bursts spread spreads
 """.split())
 """Words a claim may use beside those of the whole outputs of the tool calls it binds to: the
 narration of an incident ("the problems began", "new in this window", "latency rose"), never

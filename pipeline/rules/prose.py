@@ -238,9 +238,9 @@ def _sentences(text: str, group: list[tuple[int, int]], *, whole: bool
         return [_trimmed(text, start, end)]
     found, begin = [], start
     for match in _SENTENCE_END.finditer(text, start, end):
-        word = re.search(r"([A-Za-z.]+)\.$", text[begin:match.start() + 1])
-        if word and word.group(1).rstrip(".").casefold() in _ABBREVIATIONS:
-            continue
+        word = re.search(r"(\d\s?)?([A-Za-z.]+)\.$", text[begin:match.start() + 1])
+        if word and not word.group(1) and word.group(2).rstrip(".").casefold() in _ABBREVIATIONS:
+            continue  # "e.g." or "Dr." mid-sentence; after a number, "ms." is a unit that ends one
         found.append(_trimmed(text, begin, match.end()))
         begin = match.end()
     found.append(_trimmed(text, begin, end))
@@ -276,6 +276,19 @@ def plain_text(text: str) -> str:
     plain = _MARKUP.sub("", plain)
     plain = " ; ".join(cell.strip() for cell in plain.split("|")) if "|" in plain else plain
     return " ".join(plain.split())
+
+
+_QUOTATION = re.compile(r"`([^`]+)`|\"([^\"]+)\"|“([^”]+)”")
+_QUOTE_MIN_CHARS = 8
+
+
+def quotations(text: str) -> list[str]:
+    """What `text` quotes word for word (in code ticks or quotation marks), each of eight
+    characters or more, whitespace runs as one space: text a tool output states as written
+    (`GET /api/search failed: internal error`)."""
+    found = (" ".join(next(g for g in m.groups() if g is not None).split())
+             for m in _QUOTATION.finditer(text))
+    return list(dict.fromkeys(q for q in found if len(q) >= _QUOTE_MIN_CHARS))
 
 
 def read_claim(answer: str, start: int, end: int, section: str | None, *, listed: bool

@@ -467,10 +467,21 @@ def _unpossessed(text: str) -> str:
     return _POSSESSIVE.sub("", text)
 
 
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
 def _split_words(text: str) -> list[str]:
+    """The words of `text`, compounds split at `-`, `_` and `.`, and a CamelCase name both
+    whole and in its parts ("OOMKilled" says "killed", "CertificateExpiringSoon" "expiring")."""
     words: list[str] = []
     for token in _WORD.findall(text):
-        words.extend(p for p in re.split(r"[-_.]", token) if p)
+        for part in re.split(r"[-_.]", token):
+            if not part:
+                continue
+            words.append(part)
+            camel = _CAMEL.findall(part)
+            if len(camel) > 1:
+                words.extend(camel)
     return words
 
 
@@ -492,7 +503,7 @@ def _words_problem(text: str, cited: Sequence[_Item], *, words_of_backing: bool 
     numbers = functools.cache(lambda: FactSet.from_texts(texts))  # read for number words only
     vocab, joined = _vocabulary_of(material, extra=extra)
     absent: list[str] = []
-    plain = _unpossessed(_PLURAL_NUMBER.sub("", text))
+    plain = _uncounted(_unpossessed(_PLURAL_NUMBER.sub("", text)))
     for token in _WORD.findall(_rewrite(_without_facts(plain))):
         if _covered(token, vocab, joined, numbers):
             continue
@@ -500,6 +511,23 @@ def _words_problem(text: str, cited: Sequence[_Item], *, words_of_backing: bool 
     if absent:
         return f"says what it does not cite: {_listed(absent)}"
     return None
+
+
+_COUNT_WORD = re.compile(
+    r"\b(?:" + "|".join(w for w, n in lexicon.NUMBER_WORDS.items() if n == int(n) and n >= 2)
+    + r")\b", re.IGNORECASE)
+
+
+def _uncounted(text: str) -> str:
+    """`text` without the number words that count the identifiers it lists after them
+    ("two pods, billing-service-f48535746-w7v58 and billing-service-f48535746-srjwq"): the
+    claim states that count itself, and each identifier is a fact of its own."""
+    for match in reversed(list(_COUNT_WORD.finditer(text))):
+        listed = {f.key for f in extract_facts(text[match.end():])
+                  if f.kind is FactKind.IDENTIFIER}
+        if len(listed) == lexicon.NUMBER_WORDS[match.group(0).casefold()]:
+            text = text[:match.start()] + " " + text[match.end():]
+    return text
 
 
 _PLURAL_NUMBER = re.compile(r"(?<=\d)s\b")

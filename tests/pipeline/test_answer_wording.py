@@ -1,0 +1,177 @@
+"""Another agent's answer read as its author wrote it: durations and counts in words, paraphrase,
+quotations and a line of a log as a record of its own, and a link between sources that no
+source states (the rules found by checking the labelled answers in `bench/data/answers/`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from models.check import CheckReport
+from models.verifier import Verification
+from pipeline.agents.offline_verifier import OfflineVerifier
+from pipeline.agents.template_composer import TemplateComposer
+from pipeline.checks import check
+from pipeline.importers.evidence import invocation_of
+from pipeline.importers.files import parse_files
+from pipeline.importers.record import ImportedCall
+from pipeline.model import ModelReply
+from pipeline.prompts import Prompt
+from pipeline.rules import lexicon
+from pipeline.rules.binder import bind
+from pipeline.rules.facts import FactSet, extract_facts
+from pipeline.rules.prose import quotations, split_claims
+from pipeline.rules.statements import grounding_problem
+
+SSH_LOG = "\n".join([
+    "Jun 14 15:16:01 combo sshd(pam_unix)[19939]: authentication failure; rhost=218.188.2.4",
+    "Jun 15 02:04:59 combo sshd(pam_unix)[20882]: session opened for user test by (uid=0)",
+    "Jun 15 04:06:18 combo su(pam_unix)[21416]: session opened for user cyrus by (uid=0)",
+])
+PODS = "\n".join([
+    "$ kubectl get pods -n shop -l app=inventory-service",
+    "NAME                                READY   STATUS             RESTARTS   AGE",
+    "inventory-service-dce91a01f-5bzh9   0/1     CrashLoopBackOff   6          88m",
+    "inventory-service-dce91a01f-6g9wr   1/1     Running            7          88m",
+])
+QUEUE_LOG = "\n".join([
+    "2015-07-29 19:21:58,612 - WARN [RecvWorker:188978561024:QuorumCnxManager$RecvWorker@765]"
+    " - Interrupted while waiting for message on queue",
+    "2015-07-29 19:34:06,067 - WARN [SendWorker:188978561024:QuorumCnxManager$SendWorker@688]"
+    " - Send worker leaving thread",
+])
+
+
+class Credulous:
+    """A Verifier that calls every claim a direct observation: only the rules judge."""
+
+    model = "credulous"
+
+    def respond(self, prompt: Prompt, payload: bytes) -> ModelReply:
+        claims = json.loads(payload)["verified_executor_output"]["claims"]
+        return ModelReply(json.dumps({
+            "verdict": "PASS", "groundedness_score": 1.0, "rationale": "observed",
+            "claim_checks": [{"claim_id": c["claim_id"], "verification": "direct_observation",
+                              "evidence_refs": [], "note": "observed"} for c in claims]}))
+
+
+def _checked(answer: str, *evidence: tuple[str, str], credulous: bool = True) -> CheckReport:
+    verifier = Credulous() if credulous else OfflineVerifier()
+    return check(parse_files(("answer.md", answer), list(evidence)), verifier=verifier,
+                 composer=TemplateComposer()).report
+
+
+def _unsaid(text: str, material: list[str]) -> str | None:
+    """What the word check finds unsaid in a claim (`guards.unsaid_words` reads it so)."""
+    return grounding_problem(text, material, vocabulary=lexicon.CLAIM_WORDS, words_only=True)
+
+
+def _verification(report: CheckReport, start: str) -> Verification | None:
+    (claim,) = [c for c in report.claims if c.text.startswith(start)]
+    return claim.verification
+
+
+# -- durations and counts in words ------------------------------------------------------------
+
+def test_wording__a_duration_in_words_is_the_same_fact_as_in_digits() -> None:
+    (two_hours,) = extract_facts("none in the two hours before")
+    assert two_hours.text == "two hours" and two_hours.shape == "duration"
+    assert FactSet.from_texts(["(0 in the preceding 120 minutes)"]).supports(two_hours)
+    assert not FactSet.from_texts(["(0 in the preceding 180 minutes)"]).supports(two_hours)
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("The warnings come from two pods, pod-a1 and pod-b2.", None),
+    ("The rejections hit three pods: pod-a1, pod-b2 and pod-c3.", None),
+    ("The warnings come from three pods, pod-a1 and pod-b2.", "three"),
+    ("The warnings come from two pods.", "two"),
+])
+def test_wording__a_count_in_words_is_said_when_the_claim_lists_that_many(
+        text: str, unsaid: str | None) -> None:
+    material = ["WARN [pod-a1] slow render", "WARN [pod-b2] slow render",
+                "WARN [pod-c3] slow render"]
+    problem = _unsaid(text, material)
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+def test_wording__a_camel_case_name_says_its_parts() -> None:
+    material = ["Warning OOMKilled pod/inventory-service-dce91a01f-6g9wr exit code 137"]
+    assert _unsaid("Each kill reports exit code 137.", material) is None
+    assert _unsaid("Each eviction reports exit code 137.", material) is not None
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("checkout-service v2.3.1 replaced v2.3.0.", "checkout-service v2.3.1 (previous v2.3.0)"),
+    ("ledger-api's request rate fell to 0 rps.", "http_requests_per_second of ledger-api fell 0"),
+    ("The database is quiet.", "payment-db quiet"),
+    ("The alert fired until the expiry.", "CertificateExpiringSoon fired: expires soon"),
+    ("Notifications timed out at 3200.", "Notification time out: 3200"),
+])
+def test_wording__a_paraphrase_says_what_its_material_says(text: str, material: str) -> None:
+    assert _unsaid(text, [material]) is None
+
+
+# -- sentences, quotations and lines -----------------------------------------------------------
+
+def test_wording__a_unit_before_a_full_stop_ends_the_sentence() -> None:
+    claims = split_claims("batch-73598 was posted in 42 ms. From 09:00:02 UTC every post "
+                          "fails. See e.g. the runbook.")
+    assert [c.text for c in claims][:2] == ["batch-73598 was posted in 42 ms.",
+                                            "From 09:00:02 UTC every post fails."]
+
+
+def test_wording__quotations_are_what_the_claim_quotes_word_for_word() -> None:
+    assert quotations('logged `Interrupted while waiting`, "Send  worker leaving", `ok`') == [
+        "Interrupted while waiting", "Send worker leaving"]
+
+
+def test_wording__a_quotation_is_bound_where_an_output_states_it() -> None:
+    invocations = [invocation_of(ImportedCall("zk", "zookeeper.log", {}, QUEUE_LOG),
+                                 max_items=1000, max_bytes=131072)]
+    claim = ("The SendWorker threads for 188978561024 logged `Interrupted while waiting for "
+             "message on queue` and `Send worker leaving thread`.")
+    bound = bind(claim, invocations, quoted=quotations(claim))
+    assert {b.path for b in bound} == {"$.lines[0]", "$.lines[1]"}
+
+
+def test_wording__a_claim_bound_to_a_log_line_is_read_against_that_line() -> None:
+    """"test" is a user on another line of the file, not on the authentication failure the
+    claim binds to: the claim is not what its line says."""
+    report = _checked("User test logged in from 218.188.2.4.", ("linux.log", SSH_LOG))
+    assert _verification(report, "User test") is Verification.CONTRADICTED
+    faithful = _checked("An authentication failure came from rhost 218.188.2.4.",
+                        ("linux.log", SSH_LOG))
+    assert _verification(faithful, "An authentication") is Verification.DIRECT_OBSERVATION
+
+
+def test_wording__a_listing_row_is_read_with_its_header() -> None:
+    report = _checked("inventory-service-dce91a01f-6g9wr is Running with 7 restarts.",
+                      ("kubectl-get-pods.txt", PODS))
+    assert _verification(report, "inventory-service") is Verification.DIRECT_OBSERVATION
+
+
+# -- a link between sources --------------------------------------------------------------------
+
+DEPLOYS = json.dumps({"deployments": [{
+    "service": "catalog-service", "version": "v4.2.0", "deployed_at": "2026-12-09T10:12:30Z",
+    "summary": "catalog-service v4.2.0 deployed at 2026-12-09T10:12:30Z"}]})
+THUMBS = ("2026-12-09T10:13:57Z WARN catalog-service [catalog-service-7eceaa535-4jtxx] image "
+          "thumbnail missing for sku-38555, serving placeholder")
+
+
+def test_wording__a_link_no_source_states_is_never_a_direct_observation() -> None:
+    answer = "The thumbnail warnings (`image thumbnail missing`) started with v4.2.0."
+    report = _checked(answer, ("list_deployments.json", DEPLOYS), ("warn.log", THUMBS))
+    (claim,) = report.claims
+    assert {b.tool_name for b in claim.bindings} == {"list_deployments.json", "warn.log"}
+    assert claim.verification is Verification.REASONABLE_INFERENCE
+    assert "draws a link none of its evidence states" in (claim.note or "")
+
+
+def test_wording__a_link_its_source_states_may_be_observed() -> None:
+    line = ("2026-12-09T10:13:21Z ERROR catalog-service returning HTTP 503 because upstream "
+            "price lookup rejected with 429 Too Many Requests")
+    report = _checked("catalog-service returned HTTP 503 because the upstream price lookup was "
+                      "rejected with 429 at 10:13:21 UTC.", ("errors.log", line))
+    assert report.claims[0].verification is Verification.DIRECT_OBSERVATION
