@@ -5,6 +5,10 @@ workers run the runs.
 
 `client_factory(tenant)` makes the producer client a request of that tenant acts through (one
 per tenant, kept); API tokens are looked up in that client's store.
+
+Every response carries the security headers (`api.headers`). There is no `/docs` page:
+Swagger UI would come from a CDN, and the page promises nothing from one; `/openapi.json` is
+the document any OpenAPI viewer reads.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import errors, routes
-from api.auth import RateLimiter
+from api.auth import limiter_for
 from api.deps import ApiState, ClientFactory
+from api.headers import SecurityHeaders
 from api.settings import ApiSettings
 from api.sources import document_sources
 from api.sse import FeedHub
@@ -75,12 +80,22 @@ class NoNul:
         await self.app(scope, receive, send)
 
 
+class VerityApp(FastAPI):
+    """FastAPI with SecurityHeaders outside everything, Starlette's error middleware too (its
+    500s carry them)."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        """The app's stack, wrapped."""
+        return SecurityHeaders(super().build_middleware_stack())
+
+
 def create_app(client_factory: ClientFactory, settings: ApiSettings | None = None) -> FastAPI:
-    """The API over the producer clients `client_factory` makes, one per tenant."""
+    """The API over the producer clients `client_factory` makes, one per tenant; its rate
+    limits in `settings.redis_url` when set (shared by every replica), else in this process."""
     chosen = settings or ApiSettings()
     state = ApiState(client_factory=client_factory, settings=chosen,
                      tokens=client_factory(DEFAULT_TENANT),
-                     limiter=RateLimiter(chosen.runs_per_minute),
+                     limiter=limiter_for(chosen.runs_per_minute, chosen.redis_url),
                      hub=FeedHub(poll_s=chosen.poll_s, keepalive_s=chosen.keepalive_s))
 
     @asynccontextmanager
@@ -91,10 +106,11 @@ def create_app(client_factory: ClientFactory, settings: ApiSettings | None = Non
             await started.wait()
             yield
             group.cancel_scope.cancel()
+        state.limiter.close()
 
-    app = FastAPI(title="Verity", version="1", lifespan=lifespan,
-                  description="Evidence-grounded incident diagnosis: enqueue runs, follow "
-                  "their events, read their answers.")
+    app = VerityApp(title="Verity", version="1", lifespan=lifespan, docs_url=None,
+                    redoc_url=None, description="Evidence-grounded incident diagnosis: "
+                    "enqueue runs, follow their events, read their answers.")
     app.state.verity = state
     generate = app.openapi
 
@@ -106,7 +122,8 @@ def create_app(client_factory: ClientFactory, settings: ApiSettings | None = Non
 
     app.openapi = openapi  # type: ignore[method-assign]
     errors.install(app)
-    app.include_router(routes.router)
+    for router in (routes.public, routes.router, routes.metered):
+        app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=chosen.max_body_bytes)
     app.add_middleware(NoNul)
     app.mount("/", StaticFiles(directory=str(files("api") / "static"), html=True),

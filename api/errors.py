@@ -3,12 +3,12 @@ text (those go to the log). Status by error type, never by message."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
@@ -29,12 +29,17 @@ logger = logging.getLogger("api")
 MAX_MESSAGE = 300
 
 
-def error_response(status: int, message: str, headers: Mapping[str, str] | None = None
-                   ) -> JSONResponse:
-    """The one error body: the first line of `message`, bounded."""
+def error_body(message: str) -> bytes:
+    """The one error body, `{"error": "<one line>"}`: the first line of `message`, bounded."""
     line = (message.strip().splitlines() or ["error"])[0][:MAX_MESSAGE]
-    return JSONResponse({"error": line}, status_code=status,
-                        headers=dict(headers) if headers else None)
+    return json.dumps({"error": line}, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None
+                   ) -> Response:
+    """The one error body as a response."""
+    return Response(error_body(message), status_code=status, media_type="application/json",
+                    headers=dict(headers) if headers else None)
 
 
 def _validation(_: Request, exc: Exception) -> Response:

@@ -1,6 +1,11 @@
 """The endpoints: runs, their events, batches, sources and health. Every one but healthz and
 readyz acts as the caller's tenant; another tenant's run or batch is a 404 like an unknown one.
-Blocking store and broker calls run in worker threads."""
+Blocking store and broker calls run in worker threads.
+
+Three routers: `router` (authenticated before anything else is read), `metered` (also spends
+from the token's rate budget before the body is parsed: the endpoints that create runs) and
+`public` (health). Every integer a caller gives is bounded (at most MAX_INT32): a larger one is
+a 422, not a store error."""
 
 from __future__ import annotations
 
@@ -8,15 +13,16 @@ import base64
 import binascii
 import json
 from collections.abc import AsyncGenerator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from api.deps import BearerDep, CallerDep, caller_of, state_of
+from api.deps import Authenticated, CallerDep, Metered, state_of
 from api.schemas import (
     BatchReport,
     Cancelled,
@@ -34,15 +40,16 @@ from api.schemas import (
 )
 from api.sources import list_sources, source_name
 from api.sse import EventStream, named_frame
-from client import VerityClient
 from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
 from models.check import CheckReport
-from models.common import RunStatus
+from models.common import MAX_INT32, RunStatus, UtcTime
 from models.run import RunRecord
 from pipeline.errors import InputError
 
-router = APIRouter()
+router = APIRouter(route_class=Authenticated)
+metered = APIRouter(route_class=Metered)
+public = APIRouter()
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (401, 404, 413, 422, 429, 503)}
@@ -59,26 +66,26 @@ def _links(run_id: str) -> dict[str, str]:
 
 # -- runs -------------------------------------------------------------------------------------
 
-@router.post("/runs", status_code=202, response_model=CreatedRun, tags=["runs"],
-             responses={**_ERRORS, **_SSE})
-async def create_run(body: CreateRun, request: Request, credentials: BearerDep,
+@metered.post("/runs", status_code=202, response_model=CreatedRun, tags=["runs"],
+              responses={**_ERRORS, **_SSE})
+async def create_run(body: CreateRun, request: Request, who: CallerDep,
                      stream: Annotated[bool, Query(
                          description="Answer with the run's events (SSE); the run is cancelled "
                          "if this client goes away, unless on_disconnect=continue.")] = False,
                      ) -> Response:
     """Enqueue a run; 202 with its id, or (`?stream=true` or `on_disconnect=cancel`) its
-    events as they happen."""
+    events as they happen. Counted against the token's runs per minute, as is a body refused
+    (see `api.deps`)."""
     state = state_of(request)
+    client = who.client
 
-    def submit() -> tuple[VerityClient, str]:
-        who = caller_of(state, credentials)
-        state.limiter.take(who.token.token_id)
-        return who.client, who.client.submit(
+    def submit() -> str:
+        return client.submit(
             body.question, session_id=body.session, source=source_name(body.source),
             at=body.options.at, deadline_s=body.options.deadline_s)
 
-    # one hop to the thread pool for the whole request: the token, the source, the submit
-    client, run_id = await run_in_threadpool(submit)
+    # one hop to the thread pool for the source and the submit
+    run_id = await run_in_threadpool(submit)
     mode = body.options.on_disconnect or (
         OnDisconnect.CANCEL if stream else OnDisconnect.CONTINUE)
     headers = {"location": f"/runs/{run_id}"}
@@ -107,14 +114,15 @@ def get_run(run_id: str, who: CallerDep) -> RunRecord:
 @router.get("/runs", response_model=RunPage, tags=["runs"], responses=_ERRORS)
 def list_runs(
     request: Request, who: CallerDep,
-    since: Annotated[datetime | None, Query(description="Created at or after (ISO 8601).")] = None,
-    until: Annotated[datetime | None, Query(description="Created before (ISO 8601).")] = None,
+    since: Annotated[UtcTime | None, Query(description="Created at or after (ISO 8601).")] = None,
+    until: Annotated[UtcTime | None, Query(description="Created before (ISO 8601).")] = None,
     session: Annotated[str | None, Query(description="Only this session's runs.")] = None,
     verdict: Annotated[list[VerdictLabel] | None, Query(
         description="PASS, LOW_CONFID, REJECT or null (no verdict); repeatable.")] = None,
     status: Annotated[list[RunStatus] | None, Query(description="Run status; repeatable.")] = None,
     model: Annotated[list[str] | None, Query(description="A model the run used.")] = None,
-    limit: Annotated[int, Query(ge=1, description="Page size.")] = 20,
+    limit: Annotated[int, Query(ge=1, le=MAX_INT32, description="Page size (above "
+                                "VERITY_API_PAGE_MAX: that many).")] = 20,
     cursor: Annotated[str | None, Query(
         description="`next_cursor` of the page before (opaque; another value is 422).",
         json_schema_extra={"pattern": "^[A-Za-z0-9_-]{1,512}$"})] = None,
@@ -144,7 +152,8 @@ def _decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
         at = datetime.fromisoformat(moment)
         if at.tzinfo is None or not isinstance(run_id, str):
             raise ValueError(cursor)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        at.astimezone(UTC)  # a forged one may not fit in UTC
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError, OverflowError):
         raise InputError("cursor: not a cursor this API gave") from None
     return at, run_id
 
@@ -157,39 +166,33 @@ def cancel_run(run_id: str, who: CallerDep) -> Cancelled:
     return Cancelled(id=run_id, cancelled=who.client.cancel(run_id))
 
 
-_EVENT_ID = "^[0-9]{1,12}$"
+_EVENT_ID = {"type": "integer", "minimum": 0, "maximum": MAX_INT32}
+"""Last-Event-ID as the document says it: sent, it is a number (absent, it is no header)."""
 
 
 @router.get("/runs/{run_id}/events", tags=["runs"], response_model=EventPage,
             responses={**_ERRORS, **_SSE})
 async def run_events(
     run_id: str, request: Request, who: CallerDep,
-    after: Annotated[int, Query(ge=0, description="Events with a seq above this.")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_INT32,
+                                description="Events with a seq above this.")] = 0,
     follow: Annotated[bool, Query(
         description="Stream (SSE) until the run ends; false: one JSON page now.")] = True,
-    last_event_id: Annotated[str, Header(
-        description="Resume a stream after this event id (wins over `after`).",
-        json_schema_extra={"pattern": _EVENT_ID})] = "",
+    last_event_id: Annotated[int | None, Header(
+        alias="Last-Event-ID", ge=0, le=MAX_INT32,
+        description="Resume a stream after this event id (wins over `after`)."),
+        WithJsonSchema(_EVENT_ID)] = None,
 ) -> Response:
     """The run's events: an SSE stream (resumable with Last-Event-ID) or one JSON page.
     Following a run never changes it: a viewer may go away at any time."""
     client = who.client
-    start = _resume_point(last_event_id, after)
+    start = after if last_event_id is None else last_event_id
     if not follow:
         status, events = await run_in_threadpool(lambda: client.follow(run_id, after=start))
         page = EventPage(run_id=run_id, status=status, events=events)
         return JSONResponse(page.model_dump(mode="json"))
     await run_in_threadpool(client.get, run_id)  # 404 before the stream starts
     return EventStream(state_of(request).hub.frames(client, run_id, after=start))
-
-
-def _resume_point(last_event_id: str, after: int) -> int:
-    if not last_event_id.strip():
-        return after
-    value = last_event_id.strip()
-    if not value.isdigit() or len(value) > 12:
-        raise InputError("Last-Event-ID: the id of an event of this stream (a number)")
-    return int(value)
 
 
 @router.get("/runs/{run_id}/bundle", response_model=RunBundle, tags=["runs"],
@@ -239,13 +242,12 @@ def resume_batch(batch_id: str, who: CallerDep) -> BatchRecord:
 
 # -- other agents' answers -------------------------------------------------------------------
 
-@router.post("/checks", status_code=201, response_model=CheckReport, tags=["checks"],
-             responses=_ERRORS)
-def create_check(body: CreateCheck, request: Request, who: CallerDep) -> JSONResponse:
+@metered.post("/checks", status_code=201, response_model=CheckReport, tags=["checks"],
+              responses=_ERRORS)
+def create_check(body: CreateCheck, who: CallerDep) -> JSONResponse:
     """Check another agent's answer claim by claim against the tool output it was given; the
     check is stored as one of the tenant's runs (`GET /runs/{run_id}`, `GET /checks/{run_id}`).
-    Counted against the token's runs per minute, as a run is."""
-    state_of(request).limiter.take(who.token.token_id)
+    Counted against the token's runs per minute, as a run is (a body refused too)."""
     report = who.client.check(
         format=body.format, transcript=body.transcript_text(), answer=body.answer,
         evidence=[(e.name, e.content) for e in body.evidence], question=body.question,
@@ -270,13 +272,13 @@ def sources(who: CallerDep) -> SourceList:
     return SourceList(sources=list_sources())
 
 
-@router.get("/healthz", response_model=Health, tags=["health"])
+@public.get("/healthz", response_model=Health, tags=["health"])
 def healthz() -> Health:
     """The process answers."""
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Health, tags=["health"],
+@public.get("/readyz", response_model=Health, tags=["health"],
             responses={503: {"model": Health}})
 def readyz(request: Request) -> Response:
     """The database and the broker answer (503 when either does not)."""

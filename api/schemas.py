@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal, Self
 
@@ -12,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from models.batch import BatchRecord, Selection
 from models.bundle import ImportFormat
-from models.common import RunStatus
+from models.common import RunStatus, UtcTime
 from models.run import RunEvent, RunRecord
 
 VerdictLabel = Literal["PASS", "LOW_CONFID", "REJECT", "null"]
@@ -65,7 +64,7 @@ class RunOptions(Body):
     deadline_s: float | None = Field(
         default=None, gt=0, le=86400, description="The run must end within this many seconds "
         "(default VERITY_RUN_DEADLINE_S), else it ends FAILED.")
-    at: datetime | None = Field(
+    at: UtcTime | None = Field(
         default=None, description="The time the question is about (ISO 8601; default now): "
         "tools' default windows end here.")
     on_disconnect: OnDisconnect | None = Field(

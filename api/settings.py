@@ -23,3 +23,19 @@ class ApiSettings(BaseSettings):
         default=0.1, gt=0, description="Seconds between two reads of a followed run's events "
         "(one read per run, however many follow it).")
     page_max: int = Field(default=100, ge=1, description="Largest page of `GET /runs`.")
+    max_head_bytes: int = Field(
+        default=16 * 1024, ge=1024, le=1024 * 1024, description="Largest request line and "
+        "headers together; larger is a 431 before the rest is read (`api.server`).")
+    redis_url: str | None = Field(
+        default=None, description="The Redis every replica counts its rate limits in "
+        "(`verity serve` takes VERITY_BROKER_URL when that is Redis); None: each process "
+        "counts alone.")
+
+
+def with_broker_redis(settings: ApiSettings, broker_url: str | None) -> ApiSettings:
+    """`settings` counting rate limits in the broker's Redis, when the broker is Redis and
+    `redis_url` names none already (an embedded memory:// broker counts in the process)."""
+    broker = broker_url or ""
+    if settings.redis_url or not broker.startswith(("redis://", "rediss://")):
+        return settings
+    return settings.model_copy(update={"redis_url": broker})

@@ -44,6 +44,8 @@ def serve(
     import uvicorn
 
     from api import ApiSettings, create_app
+    from api.server import server_config
+    from api.settings import with_broker_redis
     from client import VerityClient
     from pipeline.config import check_settings
     from tasks.services import runtime_from
@@ -59,9 +61,10 @@ def serve(
 
             stack.enter_context(embedded_worker(runtime, join_timeout=0.2))
             secret = _session_token(stack, runtime.store, tenant=owner)
-        app = create_app(lambda t: VerityClient(runtime, tenant=t), ApiSettings())
-        config = uvicorn.Config(app, log_level=log_level, proxy_headers=False,
-                                server_header=False, timeout_graceful_shutdown=3)
+        api_settings = with_broker_redis(ApiSettings(), settings.broker_url)
+        app = create_app(lambda t: VerityClient(runtime, tenant=t), api_settings)
+        config = server_config(app, api_settings, log_level=log_level, proxy_headers=False,
+                               server_header=False, timeout_graceful_shutdown=3)
         _announce(listener, secret=secret, tenant=owner)
         # uvicorn re-raises the SIGTERM it stopped on: exit through the stack, which revokes
         # the session's token and stops the worker
@@ -103,7 +106,7 @@ def _announce(listener: socket.socket, *, secret: str | None, tenant: str) -> No
     host, port = listener.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     if secret is None:
-        sys.stdout.write(f"Verity on {url} (API docs at {url}docs)\n")
+        sys.stdout.write(f"Verity on {url} (OpenAPI at {url}openapi.json)\n")
     else:
         sys.stdout.write(f"Verity on {url}#token={secret}\n"
                          f"(embedded: runs execute in this process; the token acts as tenant "

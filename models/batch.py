@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from models.common import Contract, RunStatus
+from models.common import MAX_INT32, Contract, RunStatus, UtcTime
 from models.run import RunRecord
 from models.verifier import Verification
 
@@ -43,8 +43,8 @@ class ItemStatus(StrEnum):
 class Selection(Contract):
     """Which stored runs of a tenant: the filters of `verity runs` and `verity reverify`."""
 
-    since: datetime | None = Field(default=None, description="Created at or after (UTC).")
-    until: datetime | None = Field(default=None, description="Created before (UTC).")
+    since: UtcTime | None = Field(default=None, description="Created at or after (UTC).")
+    until: UtcTime | None = Field(default=None, description="Created before (UTC).")
     session_id: str | None = Field(default=None, description="Of this session only.")
     verdicts: list[str] = Field(
         default_factory=list, description="PASS, LOW_CONFID, REJECT or null (no verdict).")
@@ -52,7 +52,8 @@ class Selection(Contract):
     prompt_versions: dict[str, str] = Field(
         default_factory=dict, description="Role -> prompt version the run used.")
     models: list[str] = Field(default_factory=list, description="A model the run used.")
-    limit: int | None = Field(default=None, ge=1, description="At most this many, newest first.")
+    limit: int | None = Field(default=None, ge=1, le=MAX_INT32,
+                              description="At most this many, newest first.")
 
     def matches(self, record: RunRecord) -> bool:
         """The filters the store does not apply in SQL, on one run: the verdict label (null

@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+MAX_INT32 = 2**31 - 1
+"""The largest integer a stored column (PostgreSQL INTEGER) takes: a bound on every integer a
+caller gives (a page size, a seq, a limit), so a larger one is refused where it enters."""
+
+
+def _within_utc(value: datetime | None) -> datetime | None:
+    # 9999-12-31T23:00-05:00 is a valid datetime whose UTC time is past year 9999: the store
+    # compares in UTC, and would fail on it
+    if value is not None and value.tzinfo is not None:
+        try:
+            value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("time out of range once in UTC (years 1 to 9999)") from None
+    return value
+
+
+UtcTime = Annotated[datetime, AfterValidator(_within_utc)]
+"""A time that stays within years 1 to 9999 in UTC (the store's comparisons)."""
 
 
 class Contract(BaseModel):
