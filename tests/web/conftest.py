@@ -55,11 +55,14 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    """A fresh page (its own localStorage) whose script errors fail the test."""
+    """A fresh page (its own localStorage) whose script errors, and anything the
+    Content-Security-Policy refuses, fail the test."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.on("console", lambda message: errors.append(message.text)
+              if "Content Security Policy" in message.text else None)
     opened.set_default_timeout(30_000)
     yield opened
     context.close()

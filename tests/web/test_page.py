@@ -202,3 +202,24 @@ def test_without_a_valid_token_the_page_says_so_in_one_line(world: World, page: 
     page.click("#token-form button")
     page.wait_for_function(
         "() => document.getElementById('notice').textContent.includes('invalid or revoked')")
+
+
+def test_the_policy_refuses_an_injected_inline_script(world: World, browser: Any) -> None:
+    # not the `page` fixture: the violation this provokes would fail its teardown
+    context = browser.new_context()
+    try:
+        opened = context.new_page()
+        seen: list[str] = []
+        opened.on("console", lambda message: seen.append(message.text))
+        opened.goto(world.base_url)
+        ran = opened.evaluate("""() => {
+            const script = document.createElement('script');
+            script.textContent = 'window.injected = true';
+            document.head.appendChild(script);
+            return window.injected === true;
+        }""")
+        opened.wait_for_timeout(200)
+    finally:
+        context.close()
+    assert ran is False
+    assert any("Content Security Policy" in text for text in seen), seen
