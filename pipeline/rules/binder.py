@@ -47,6 +47,7 @@ _WEIGHT = {FactKind.VERSION: 3.0, FactKind.ERROR_CODE: 3.0, FactKind.IDENTIFIER:
            FactKind.SERVICE: 1.0}
 _WORD_WEIGHT = 0.2
 _ANCHORS = IDENTIFYING_KINDS | {FactKind.TIMESTAMP}
+_SETTLED_KINDS = frozenset({FactKind.QUANTITY, FactKind.IDENTIFIER, FactKind.TIMESTAMP})
 _ANY_SERVICE = re.compile(r"\b(?:any|all|every|other)\s+services?\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 
@@ -166,25 +167,54 @@ def _supporting(facts: list[Fact], words: frozenset[str], candidates: list[_Cand
 
 def _settled(fact: Fact, facts: list[Fact], primary: _Candidate, candidate: _Candidate
              ) -> bool:
-    """Whether the value that carries most of the claim already says otherwise about a number
-    of it, so that no other value may be taken for it: one of the same output ("child 5386 in
-    slot 7" against the line of child 5386 that says slot 9, while another line says slot 7),
-    or any, when that value states the number's pair ("the pool from 50 to 10" against a
-    deploy "from 50 to 20", while a runbook says 10). A value that names an anchor of the claim
-    of its own (another pod, another time: a claim that lists several) is not held back, nor
-    one of another output for a number the main one does not pair (claims join sources: "512
-    errors after v2.3.1 went out")."""
-    if fact.kind is not FactKind.QUANTITY or not primary.facts.conflicts(fact):
+    """Whether the value that carries most of the claim already says otherwise about a fact
+    of it, so that no other value may be taken for it.
+
+    A number: one of the same output ("child 5386 in slot 7" against the line of child 5386
+    that says slot 9, while another line says slot 7), or any, when that value states the
+    number's pair ("the pool from 50 to 10" against a deploy "from 50 to 20", while a runbook
+    says 10). An identifier or a time: one of the same output, when the main value holds
+    another of the claim's anchors and the two are records of one list ("the 15:07:42 failure was req-0790b42a" against the line
+    of req-0790b42a at 15:07:55, while another line is at 15:07:42: a record's attributes
+    swapped), unless the claim lists several of the fact's family. A value that names an anchor of the claim of its own (another pod, another
+    time: a claim that lists several) is not held back, nor one of another output for a
+    number the main one does not pair (claims join sources: "512 errors after v2.3.1 went
+    out")."""
+    if fact.kind not in _SETTLED_KINDS or not primary.facts.conflicts(fact):
         return False
-    pairs = any(f is not fact and f.kind is FactKind.QUANTITY and f.shape == fact.shape
-                and primary.facts.supports(f) for f in facts)
-    if candidate.invocation is not primary.invocation and not pairs:
-        return False
-    anchors = [f for f in facts if f.kind in _ANCHORS]
-    if sum(1 for f in facts if primary.facts.supports(f)) < 2:
+    anchors = [f for f in facts if f.kind in _ANCHORS and f is not fact]
+    if fact.kind is FactKind.QUANTITY:
+        pairs = any(f is not fact and f.kind is FactKind.QUANTITY
+                    and f.shape in (fact.shape, "")  # "from 8 to 46 connections"
+                    and primary.facts.supports(f) for f in facts)
+        if candidate.invocation is not primary.invocation and not pairs:
+            return False
+        if sum(1 for f in facts if primary.facts.supports(f)) < 2:
+            return False
+    elif (candidate.invocation is not primary.invocation
+          or _siblings(candidate.path) != _siblings(primary.path)
+          or any(f is not fact and _family(f) == _family(fact) for f in facts)  # a list
+          or not any(primary.facts.supports(f) for f in anchors)):
         return False
     return not any(candidate.facts.supports(f) and not primary.facts.supports(f)
                    for f in anchors)
+
+
+def _family(fact: Fact) -> tuple[str, str]:
+    """A fact's sort and, for an identifier, its text before its last `-` part: the pods of
+    one replica set (`checkout-service-bd1f30671-*`) are one family, request ids (`req-*`)
+    another."""
+    stem = fact.text.rsplit("-", 1)[0] if fact.kind is FactKind.IDENTIFIER else ""
+    return fact.sort, stem.casefold()
+
+
+_RECORD = re.compile(r"\[\d+\].*$")
+
+
+def _siblings(path: str) -> str:
+    """The list a value's record stands in, whatever its index and field: `$.lines[*]`,
+    `$.result.hits[*]` (of `$.result.hits[3].message` too)."""
+    return _RECORD.sub("[*]", path)
 
 
 def _quoting(quoted: Sequence[str], candidates: list[_Candidate], *,

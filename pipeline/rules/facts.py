@@ -447,6 +447,33 @@ def tokens(text: str) -> frozenset[str]:
 
 _STATUS_CLASS = re.compile(r"[1-5]xx")
 
+_MAX_INSTANTS = 200
+"""Most instants of one body of evidence whose gaps are measured (a claim's evidence holds
+a few; a whole output a few hundred)."""
+_CLOCK = re.compile(r"(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?")
+_ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
+
+
+def _instant(key: str) -> tuple[str, float] | None:
+    """A timestamp key as (its day, or "" when it names none; seconds into that day)."""
+    day = _ISO_DAY.match(key)
+    clock = _CLOCK.search(key, day.end() if day else 0)
+    if clock is None:
+        return (day.group(0), 0.0) if day else None
+    hours, minutes, seconds, fraction = clock.groups()
+    value = int(hours) * 3600 + int(minutes) * 60 + int(seconds or 0)
+    return (day.group(0) if day else "",
+            value + (float(f"0.{fraction}") if fraction else 0.0))
+
+
+def _between(a: tuple[str, float], b: tuple[str, float]) -> float:
+    """Milliseconds from `a` to `b`: across days when both name theirs."""
+    days = 0.0
+    if a[0] and b[0] and a[0] != b[0]:
+        days = (datetime.fromisoformat(b[0]) - datetime.fromisoformat(a[0])).days * 86400.0
+    return (days + b[1] - a[1]) * 1000.0
+
+
 class FactSet:
     """The facts of a body of evidence, indexed for `supports` and `conflicts` checks.
 
@@ -463,6 +490,7 @@ class FactSet:
         self._keys = {(f.kind, f.key) for kinds in self._by_kind.values() for f in kinds}
         self._texts = list(texts)
         self._token_set: set[str] | None = None
+        self._gaps: list[float] | None = None
 
     @property
     def _tokens(self) -> set[str]:
@@ -502,6 +530,9 @@ class FactSet:
         if fact.kind is FactKind.QUANTITY:
             if any(_quantities_match(fact, other) for other in self._by_kind[fact.kind]):
                 return True
+            if fact.unit == "duration" and fact.value is not None and any(
+                    abs(gap - fact.value) <= fact.tolerance for gap in self._time_gaps()):
+                return True  # "three seconds apart", "ten minutes after the deploy"
             # a bare number inside an identifier or an address (node-246, port 50010)
             return not fact.unit and fact.text.replace(",", "") in self._tokens
         if fact.kind is FactKind.TIMESTAMP:
@@ -520,6 +551,17 @@ class FactSet:
             token = fact.text.casefold() if fact.shape == "hex" else fact.key
             return token in self._tokens or self._parts_stated(fact)
         return False
+
+    def _time_gaps(self) -> list[float]:
+        """The time between any two instants the evidence states, in milliseconds: a
+        duration a claim derives from them ("ten minutes after the deploy") is stated by
+        them. Times of day without a date are compared as times of day."""
+        if self._gaps is None:
+            instants = sorted({i for f in self._by_kind[FactKind.TIMESTAMP]
+                               if (i := _instant(f.key)) is not None})[:_MAX_INSTANTS]
+            self._gaps = [abs(_between(a, b)) for n, a in enumerate(instants)
+                          for b in instants[n + 1:]]
+        return self._gaps
 
     def _parts_stated(self, fact: Fact) -> bool:
         # host:port restated from a host and a port stated apart

@@ -175,3 +175,57 @@ def test_wording__a_link_its_source_states_may_be_observed() -> None:
     report = _checked("catalog-service returned HTTP 503 because the upstream price lookup was "
                       "rejected with 429 at 10:13:21 UTC.", ("errors.log", line))
     assert report.claims[0].verification is Verification.DIRECT_OBSERVATION
+
+
+# -- a record's values swapped, a number's pair, a duration between two times ------------------
+
+SEARCH_LOG = "\n".join([
+    "2026-12-07T15:07:18Z ERROR search-api [search-api-cda7299da-lfpm6] GET /api/search failed"
+    " (request_id=req-1cb8fc7d)",
+    "2026-12-07T15:07:21Z ERROR search-api [search-api-cda7299da-2twzm] GET /api/search failed"
+    " (request_id=req-139bf1d6)",
+    "2026-12-07T15:07:42Z ERROR search-api [search-api-cda7299da-lfpm6] GET /api/search failed"
+    " (request_id=req-504491bb)",
+    "2026-12-07T15:07:55Z ERROR search-api [search-api-cda7299da-2twzm] GET /api/search failed"
+    " (request_id=req-0790b42a)",
+])
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("The 15:07:42 failure was request req-0790b42a.", Verification.CONTRADICTED),
+    ("The 15:07:42 failure was request req-504491bb.", Verification.DIRECT_OBSERVATION),
+    ("Request req-139bf1d6 failed on search-api-cda7299da-lfpm6.", Verification.CONTRADICTED),
+    ("Request req-139bf1d6 failed on search-api-cda7299da-2twzm.",
+     Verification.DIRECT_OBSERVATION),
+    # several of one sort: each is a record of its own
+    ("Requests req-1cb8fc7d and req-139bf1d6 failed at 15:07:18 and 15:07:21.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_records_values_swapped_with_another_records_are_contradicted(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("search-api.log", SEARCH_LOG))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+def test_wording__a_number_paired_with_a_bare_one_is_held_to_its_pair() -> None:
+    """"from 8 to 46 connections" against a deploy "from 8 to 64": the 46 of some other
+    output (a mean of 45.8) is not taken for it."""
+    deploys = json.dumps({"deployments": [{
+        "service": "catalog-service", "version": "v4.2.0",
+        "change": "raise the pricing-api client pool from 8 to 64 connections"}]})
+    metrics = json.dumps({"series": [{"metric": "active_connections", "mean": 45.8}]})
+    report = _checked("v4.2.0 raised the pricing-api client pool from 8 to 46 connections.",
+                      ("list_deployments.json", deploys), ("query_metrics.json", metrics))
+    assert report.claims[0].verification is Verification.CONTRADICTED
+
+
+@pytest.mark.parametrize(("claim", "supported"), [
+    ("the first kill came ten minutes after the deploy", True),
+    ("the first kill came three seconds after the deploy", False),
+])
+def test_wording__a_duration_between_two_stated_times_is_stated(
+        claim: str, supported: bool) -> None:
+    evidence = FactSet.from_texts(["v5.1.0 deployed at 2026-12-02T08:31:40Z",
+                                   "OOMKilled at 2026-12-02T08:41:46Z"])
+    (duration,) = extract_facts(claim)
+    assert evidence.supports(duration) is supported
