@@ -174,12 +174,13 @@ def _settled(fact: Fact, facts: list[Fact], primary: _Candidate, candidate: _Can
     that says slot 9, while another line says slot 7), or any, when that value states the
     number's pair ("the pool from 50 to 10" against a deploy "from 50 to 20", while a runbook
     says 10). An identifier or a time: one of the same output, when the main value holds
-    another of the claim's anchors and the two are records of one list ("the 15:07:42 failure was req-0790b42a" against the line
-    of req-0790b42a at 15:07:55, while another line is at 15:07:42: a record's attributes
-    swapped), unless the claim lists several of the fact's family. A value that names an anchor of the claim of its own (another pod, another
-    time: a claim that lists several) is not held back, nor one of another output for a
-    number the main one does not pair (claims join sources: "512 errors after v2.3.1 went
-    out")."""
+    another of the claim's anchors and the two are records of one list ("the 15:07:42
+    failure was req-0790b42a" against the line of req-0790b42a at 15:07:55, while another
+    line is at 15:07:42: a record's attributes swapped), unless the claim lists several of
+    the fact's family. A value that names an anchor of the claim of its own (another pod,
+    another time: a claim that lists several) is not held back, nor one of another output
+    for a number the main one does not pair (claims join sources: "512 errors after v2.3.1
+    went out")."""
     if fact.kind not in _SETTLED_KINDS or not primary.facts.conflicts(fact):
         return False
     anchors = [f for f in facts if f.kind in _ANCHORS and f is not fact]

@@ -68,9 +68,10 @@ def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocatio
                  ) -> dict[str, str]:
     """Per verified claim: the content words it uses that no whole output of the tool calls it
     binds to uses (a line of a text output: that line), nor the narration of an incident
-    (`lexicon.CLAIM_WORDS`); claims with none are left out. An excerpt is short ("1432"), so the claim's words are looked for in the
-    whole stored projection ("checkout-service logged 1432 errors, returning HTTP 500" is
-    read against the log search); "a memory leak in the product cache" is in none of them."""
+    (`lexicon.CLAIM_WORDS`); claims with none are left out. An excerpt is short ("1432"), so
+    the claim's words are looked for in the whole stored projection ("checkout-service
+    logged 1432 errors, returning HTTP 500" is read against the log search); "a memory leak
+    in the product cache" is in none of them."""
     outputs = {i.tool_call_id: i for i in invocations}
     texts: dict[str, str] = {}
     unsaid: dict[str, str] = {}
@@ -217,13 +218,21 @@ def _hold_to_evidence(
             verification = Verification.OVERSTATED
             notes.append(f"{check.claim_id}: {check.verification.value} -> overstated "
                          f"({wider})")
-        elif verification is Verification.DIRECT_OBSERVATION and (
-                link := _drawn_link(text, trusted)) is not None:
-            # a link between things is read from them, never seen in any one of them
-            verification = Verification.REASONABLE_INFERENCE
-            notes.append(f"{check.claim_id}: direct_observation -> reasonable_inference (draws "
-                         f"a link none of its evidence states: {link!r})")
+        else:
+            verification = _as_link(check.claim_id, verification, text, trusted, notes)
     return _updated(check, refs, verification), notes
+
+
+def _as_link(claim_id: str, verification: Verification, text: str,
+             evidence: Sequence[VerifiedEvidence], notes: list[str]) -> Verification:
+    """An observation that links one thing to another, none of its evidence stating the link:
+    a reasonable inference (a link is read from things, never seen in any one of them)."""
+    link = _drawn_link(text, evidence)
+    if verification is not Verification.DIRECT_OBSERVATION or link is None:
+        return verification
+    notes.append(f"{claim_id}: direct_observation -> reasonable_inference (draws a link none "
+                 f"of its evidence states: {link!r})")
+    return Verification.REASONABLE_INFERENCE
 
 
 _QUOTES = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”")
