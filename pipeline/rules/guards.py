@@ -12,7 +12,7 @@ from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
 from models.invocation import EvidenceStatus, ToolInvocation
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.rules import lexicon
-from pipeline.rules.facts import KEY_KINDS, Fact, FactMemo, FactSet, extract_facts
+from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, FactSet, extract_facts
 from pipeline.rules.gatekeeper import scope_text
 from pipeline.rules.statements import grounding_problem
 
@@ -176,6 +176,7 @@ def _hold_to_evidence(
     # single digits too: "slot 9" against "slot 8" is a changed number
     facts = extract_facts(text, single_digits=True) if known is not None else []
     differing = [f for f in facts if known is not None and known.conflicts(f)]
+    differing += severity_conflict(text, trusted)
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
     if differing and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED
@@ -233,6 +234,31 @@ def _as_link(claim_id: str, verification: Verification, text: str,
     notes.append(f"{claim_id}: direct_observation -> reasonable_inference (draws a link none "
                  f"of its evidence states: {link!r})")
     return Verification.REASONABLE_INFERENCE
+
+
+_SEVERITIES = "critical|warning|info|major|minor|page"
+_SEVERITY_STATED = re.compile(
+    rf"\(({_SEVERITIES})\)|\bseverity\W{{1,4}}({_SEVERITIES})\b", re.IGNORECASE)
+_SEVERITY_CLAIMED = re.compile(
+    rf"\(({_SEVERITIES})\)|\bseverity\W{{1,4}}({_SEVERITIES})\b"
+    rf"|(?:^|[|;])\s*({_SEVERITIES})\s*(?=[|;]|$)"  # a table's cell
+    rf"|\b(?:a|an|its|the)\s+({_SEVERITIES})\b(?=\s*(?:alert\b|,|\)))", re.IGNORECASE)
+
+
+def _severities(pattern: re.Pattern[str], text: str) -> set[str]:
+    return {next(g for g in m.groups() if g).casefold() for m in pattern.finditer(text)}
+
+
+def severity_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> list[Fact]:
+    """The alert severity `text` gives ("the PaymentGatewayLatencyHigh alert (warning)",
+    "| warning |", "a warning, has been firing"), as a fact, when the alerts of its evidence
+    state severities and none is that one ("(critical)", `"severity": "critical"`)."""
+    claimed = _severities(_SEVERITY_CLAIMED, text)
+    stated: set[str] = set()
+    for item in evidence:
+        stated |= _severities(_SEVERITY_STATED, item.matched_text)
+    return [Fact(FactKind.NAME, level, level, shape="severity")
+            for level in sorted(claimed) if stated and level not in stated]
 
 
 _QUOTES = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”")

@@ -229,3 +229,29 @@ def test_wording__a_duration_between_two_stated_times_is_stated(
                                    "OOMKilled at 2026-12-02T08:41:46Z"])
     (duration,) = extract_facts(claim)
     assert evidence.supports(duration) is supported
+
+
+# -- an alert's severity -------------------------------------------------------------------
+
+ALERTS = json.dumps({"alerts": [{
+    "name": "PaymentGatewayLatencyHigh", "severity": "critical", "state": "firing",
+    "summary": "PaymentGatewayLatencyHigh (critical) for payment-gateway, firing since "
+               "2026-12-04T13:17:00Z: p99 latency above 1000 ms"}]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("The PaymentGatewayLatencyHigh alert (warning) has been firing since 13:17 UTC.",
+     Verification.CONTRADICTED),
+    ("PaymentGatewayLatencyHigh, a warning, has been firing since 13:17 UTC.",
+     Verification.CONTRADICTED),
+    ("PaymentGatewayLatencyHigh | warning | firing | 13:17", Verification.CONTRADICTED),
+    ("The PaymentGatewayLatencyHigh alert (critical) has been firing since 13:17 UTC.",
+     Verification.DIRECT_OBSERVATION),
+    # a warning that is no alert's severity is not compared with one
+    ("PaymentGatewayLatencyHigh has been firing since 13:17 UTC and warning lines followed.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__an_alerts_severity_is_held_to_the_one_its_evidence_states(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("list_alerts.json", ALERTS))
+    assert report.claims[0].verification is expected, report.claims[0].note
