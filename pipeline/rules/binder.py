@@ -69,7 +69,7 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
     facts = _claim_facts(claim)
     words = _content_words(claim)
     candidates = [c for inv in invocations if _usable(inv) for c in _candidates(inv)]
-    chosen = _supporting(facts, words, candidates)
+    chosen = _supporting(claim, facts, words, candidates)
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
     chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
                            taken=chosen)
@@ -137,7 +137,8 @@ def _candidate(invocation: ToolInvocation, path: tuple[Segment, ...], text: str)
                       _content_words(text))
 
 
-def _supporting(facts: list[Fact], words: frozenset[str], candidates: list[_Candidate]
+def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
+                candidates: list[_Candidate]
                 ) -> list[_Candidate]:
     """Greedy cover of the claim's facts: each step the candidate adding the most weight."""
     chosen: list[_Candidate] = []
@@ -149,7 +150,7 @@ def _supporting(facts: list[Fact], words: frozenset[str], candidates: list[_Cand
             if candidate in chosen:
                 continue
             found = [f for f in open_facts if candidate.facts.supports(f)
-                     and not (chosen and _settled(f, facts, chosen[0], candidate))]
+                     and not (chosen and _settled(claim, f, facts, chosen[0], candidate))]
             overlap = len(words & candidate.words)
             if not found or not _in_context(found, facts, candidate, overlap):
                 continue
@@ -165,8 +166,8 @@ def _supporting(facts: list[Fact], words: frozenset[str], candidates: list[_Cand
     return chosen
 
 
-def _settled(fact: Fact, facts: list[Fact], primary: _Candidate, candidate: _Candidate
-             ) -> bool:
+def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
+             candidate: _Candidate) -> bool:
     """Whether the value that carries most of the claim already says otherwise about a fact
     of it, so that no other value may be taken for it.
 
@@ -187,7 +188,7 @@ def _settled(fact: Fact, facts: list[Fact], primary: _Candidate, candidate: _Can
     if fact.kind is FactKind.QUANTITY:
         pairs = any(f is not fact and f.kind is FactKind.QUANTITY
                     and f.shape in (fact.shape, "")  # "from 8 to 46 connections"
-                    and primary.facts.supports(f) for f in facts)
+                    and _near(claim, f, fact) and primary.facts.supports(f) for f in facts)
         if candidate.invocation is not primary.invocation and not pairs:
             return False
         if sum(1 for f in facts if primary.facts.supports(f)) < 2:
@@ -199,6 +200,20 @@ def _settled(fact: Fact, facts: list[Fact], primary: _Candidate, candidate: _Can
         return False
     return not any(candidate.facts.supports(f) and not primary.facts.supports(f)
                    for f in anchors)
+
+
+_PAIR_CHARS = 16
+"""Widest gap between two numbers of a claim that state one change ("from 50 to 20", "20 of
+50 connections"); numbers further apart (a port in a quoted URL, a count of another thing)
+are no pair."""
+
+
+def _near(claim: str, a: Fact, b: Fact) -> bool:
+    """Whether two numbers of `claim` stand within a few words of each other."""
+    spans = [[m.span() for m in re.finditer(rf"(?<![\w.:/]){re.escape(f.text)}(?!\w)", claim)]
+             for f in (a, b)]
+    return any(max(x[0], y[0]) - min(x[1], y[1]) <= _PAIR_CHARS
+               for x in spans[0] for y in spans[1])
 
 
 def _family(fact: Fact) -> tuple[str, str]:

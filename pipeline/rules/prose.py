@@ -11,7 +11,8 @@ or links one thing to another as its cause; a correlation says two things happen
 contributing factor says one made another worse; a negative observation says something was not
 there; everything else is a finding. Hedged wording ("may", "likely", "suggests") makes the
 claim a hypothesis. Critical are the root causes that are not hedged and the findings that
-share an identifying fact (a version, an error code, an identifier) with one; an answer without
+share an identifying fact (a version, an error code, an identifier), a time or a service with
+one (what the cause names is what it rests on); an answer without
 a root cause rests on its unhedged findings and negative observations, which are critical.
 """
 
@@ -278,14 +279,14 @@ def plain_text(text: str) -> str:
     return " ".join(plain.split())
 
 
-_QUOTATION = re.compile(r"`([^`]+)`|\"([^\"]+)\"|“([^”]+)”")
+_QUOTATION = re.compile(r"`([^`]+)`|\"([^\"]+)\"|“([^”]+)”|‘([^’]+)’|(?<![\w'])'([^']+)'(?![\w'])")
 _QUOTE_MIN_CHARS = 8
 
 
 def quotations(text: str) -> list[str]:
-    """What `text` quotes word for word (in code ticks or quotation marks), each of eight
-    characters or more, whitespace runs as one space: text a tool output states as written
-    (`GET /api/search failed: internal error`)."""
+    """What `text` quotes word for word (in code ticks or quotation marks, double or single),
+    each of eight characters or more, whitespace runs as one space: text a tool output states
+    as written (`GET /api/search failed: internal error`)."""
     found = (" ".join(next(g for g in m.groups() if g is not None).split())
              for m in _QUOTATION.finditer(text))
     return list(dict.fromkeys(q for q in found if len(q) >= _QUOTE_MIN_CHARS))
@@ -351,7 +352,7 @@ def mark_critical(claims: list[ProseClaim]) -> list[ProseClaim]:
         return [_critical(c, c.kind in _RESTING and not c.hedged and not c.action)
                 for c in claims]
     keys = {(f.kind, f.key) for c in causes for f in extract_facts(c.plain)
-            if f.kind in IDENTIFYING_KINDS or f.kind is FactKind.TIMESTAMP}
+            if f.kind in IDENTIFYING_KINDS or f.kind in (FactKind.TIMESTAMP, FactKind.SERVICE)}
     marked = []
     for claim in claims:
         if claim in causes:

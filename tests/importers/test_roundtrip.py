@@ -30,27 +30,15 @@ from tests.providers.test_fake_runs import TENANT, drive, settings
 MODEL = "claude-sonnet-4-5"
 
 
-def _known(scenario: str, reason: str) -> object:
-    """A scenario whose round trip is known not to hold yet (see the reason); strict, so it
-    fails once it holds and the mark must go."""
-    return pytest.param(scenario, marks=pytest.mark.xfail(raises=AssertionError, reason=reason))
-
-
 SCENARIOS = [
     "checkout-pool-exhaustion",
     "inventory-oom-crashloop",
     "billing-no-evidence",
     "checkout-injected-instructions",
     "orders-latency-payment-gateway",
-    _known("catalog-pricing-rate-limit",
-           "PASS -> LOW_CONFID: prose leaves the pricing-api findings (c8, c9) not critical "
-           "(a service name is no identifying fact), so nothing corroborates root cause c3, "
-           "judged overstated"),
+    "catalog-pricing-rate-limit",
     "search-unexplained-errors",
-    _known("settlement-tls-expiry",
-           "PASS -> REJECT: root cause c3 is bound to an alert and a log hit instead of the "
-           "Expired event that states its '1', so that bare 1 differs from every number "
-           "its bound evidence states: contradicted"),
+    "settlement-tls-expiry",
 ]
 
 
