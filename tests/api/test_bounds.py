@@ -16,13 +16,14 @@ from fastapi.testclient import TestClient
 
 from api import ApiSettings, create_app
 from client import VerityClient
-from models.common import MAX_INT32
 from pipeline.config import VeritySettings
 from pipeline.factory import build_runtime
 from pipeline.tokens import hash_secret, new_secret
 
 pytestmark = pytest.mark.postgres
 
+MAX_INT32 = 2**31 - 1
+"""PostgreSQL's INTEGER maximum (a run event's seq, for one)."""
 TOO_BIG = MAX_INT32 + 1
 SOURCE = "scenario:checkout-pool-exhaustion"
 PAST_UTC = "0001-01-01T00:00:00+14:00"  # year 0 once in UTC
