@@ -255,3 +255,18 @@ def test_wording__an_alerts_severity_is_held_to_the_one_its_evidence_states(
         answer: str, expected: Verification) -> None:
     report = _checked(answer, ("list_alerts.json", ALERTS))
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+def test_wording__single_quotes_quote_but_an_apostrophe_does_not() -> None:
+    assert quotations("ledger-api's event said 'Certificate ledger-api-tls expired' at 09:00") == [
+        "Certificate ledger-api-tls expired"]
+
+
+def test_wording__a_finding_on_a_service_the_root_cause_names_is_critical() -> None:
+    claims = split_claims(
+        "Root cause: catalog-service v4.2.0 overloads pricing-api with price lookups.\n\n"
+        "- pricing-api's request rate shifted up at 10:14 UTC.\n"
+        "- search-api v2.8.0 was deployed at 09:51 UTC.\n")
+    assert [(c.kind.value, c.critical) for c in claims] == [
+        ("ROOT_CAUSE", True), ("FINDING", True), ("FINDING", False)]
+
