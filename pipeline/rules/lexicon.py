@@ -144,7 +144,7 @@ CAUSAL = re.compile(
     r"|\btherefore\b|\bthus\b|\bhence\b|(?:^|[,;:.]\s*|\band\s+)so\b(?!\s+(?:far|much|many))"
     r"|\bso\s+that\b|\bbehind\b|\bblame\w*|\bculprit\w*|\bbrought\s+(?:down|about|on)\b"
     r"|\bcontribut\w+|\bfactors?\b|\binduc(?:e|ed|es|ing)\b|\bproduc(?:e|ed|es|ing)\b"
-    r"|\bgave\s+rise\b|\bgiv(?:e|es|ing)\s+rise\b|\bspark(?:s|ed|ing)?\b"
+    r"|\bgave\s+rise\b|\bgiv(?:e|es|ing)\s+rise\b|\bspark(?:ed|ing)\b"
     r"|\bprecipitat\w+|\bunderl(?:ie|ies|ying|ay)\b|\borigin(?:s|ated|ates)?\b"
     r"|\bsource\s+of\b|\bfrom\s+which\b|\bcorrelat\w+|\blink(?:s|ed)?\s+to\b"
     r"|\bfollow(?:s|ed|ing)?\s+from\b|\baccount(?:s|ed)?\s+for\b|\bin\s+turn\b"

@@ -177,6 +177,21 @@ def test_wording__a_link_its_source_states_may_be_observed() -> None:
     assert report.claims[0].verification is Verification.DIRECT_OBSERVATION
 
 
+@pytest.mark.parametrize("text", [
+    "Spark logged: Reading broadcast variable 11 took 15 ms",  # a system's name is no link
+    "The Spark executor on node-3 read broadcast variable 11.",
+])
+def test_wording__a_name_that_reads_like_a_link_word_draws_no_link(text: str) -> None:
+    # (bench/grounding.py holds every Spark line's restatement as observed through post_check)
+    assert lexicon.CAUSAL.search(text) is None
+
+
+@pytest.mark.parametrize("text", ["The deploy sparked the retry storm.",
+                                  "Retries driven by the timeout filled the pool."])
+def test_wording__the_verb_of_such_a_name_still_draws_one(text: str) -> None:
+    assert lexicon.CAUSAL.search(text) is not None
+
+
 # -- a record's values swapped, a number's pair, a duration between two times ------------------
 
 SEARCH_LOG = "\n".join([
