@@ -38,7 +38,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pipeline.errors import ConfigurationError
+from pipeline.errors import ConfigurationError, InputError
+from pipeline.ids import check_tenant_id
 
 SOURCE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 """A configured source's name: lower-case letters, digits, `-` and `_`, at most 63 chars."""
@@ -191,10 +192,17 @@ class SourceConfig(_Strict):
         return self
 
 
+class TenantConfig(_Strict):
+    """One tenant's on-call settings (`[tenants."<tenant id>"]`): which source a run an alert
+    starts reads, and where its answer goes."""
+
+
 class VerityConfig(_Strict):
     """The whole file."""
 
     sources: dict[str, SourceConfig] = Field(default_factory=dict)
+    tenants: dict[str, TenantConfig] = Field(
+        default_factory=dict, description="On-call settings per tenant id.")
     default_source: str | None = Field(default=None, description="Used when a run names none.")
     path: str | None = Field(default=None, description="The file it was read from.")
 
@@ -204,6 +212,16 @@ class VerityConfig(_Strict):
         for name in value:
             if not SOURCE_NAME.match(name):
                 raise ValueError(f"source name {name!r} is not lower-case letters, digits, - _")
+        return value
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_ids(cls, value: dict[str, TenantConfig]) -> dict[str, TenantConfig]:
+        for tenant_id in value:
+            try:
+                check_tenant_id(tenant_id)
+            except InputError as error:
+                raise ValueError(str(error)) from None
         return value
 
     @model_validator(mode="after")
