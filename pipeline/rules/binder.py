@@ -70,6 +70,10 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
     words = _content_words(claim)
     candidates = [c for inv in invocations if _usable(inv) for c in _candidates(inv)]
     chosen = _supporting(claim, facts, words, candidates)
+    if chosen and (ordinal := _ordinal(claim)) is not None:
+        record = _ordinal_record(ordinal, chosen[0], facts, words, quoted, candidates)
+        if record is not chosen[0]:
+            chosen = _supporting(claim, facts, words, candidates, start=record)
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
     chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
                            taken=chosen)
@@ -138,11 +142,12 @@ def _candidate(invocation: ToolInvocation, path: tuple[Segment, ...], text: str)
 
 
 def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
-                candidates: list[_Candidate]
+                candidates: list[_Candidate], *, start: _Candidate | None = None
                 ) -> list[_Candidate]:
-    """Greedy cover of the claim's facts: each step the candidate adding the most weight."""
-    chosen: list[_Candidate] = []
-    open_facts = list(facts)
+    """Greedy cover of the claim's facts: each step the candidate adding the most weight
+    (after `start`, the record the claim is about when it says which: "the first 500")."""
+    chosen: list[_Candidate] = [] if start is None else [start]
+    open_facts = [f for f in facts if start is None or not start.facts.supports(f)]
     while open_facts and len(chosen) < MAX_BINDINGS:
         best: _Candidate | None = None
         best_score, best_found = 0.0, []
@@ -150,7 +155,8 @@ def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
             if candidate in chosen:
                 continue
             found = [f for f in open_facts if candidate.facts.supports(f)
-                     and not (chosen and _settled(claim, f, facts, chosen[0], candidate))]
+                     and not (chosen and _settled(claim, f, facts, chosen[0], candidate))
+                     and not (start is not None and _picked(f, start, candidate))]
             overlap = len(words & candidate.words)
             if not found or not _in_context(found, facts, candidate, overlap):
                 continue
@@ -200,6 +206,85 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
         return False
     return not any(candidate.facts.supports(f) and not primary.facts.supports(f)
                    for f in anchors)
+
+
+_ORDINAL = re.compile(
+    r"\b(?<!at\s)(first|earliest|last|latest|final|most\s+recent)\b"
+    r"(?!\s+(?:\d+\s+)?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|night|time"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b)", re.IGNORECASE)
+"""An ordinal that picks one record of a list ("the first 500", "the last failed password"),
+not "at first" nor "the last two hours"."""
+
+_ORDINAL_WORDS = frozenset({"first", "earliest", "last", "latest", "final", "most", "recent"})
+
+
+def _ordinal(claim: str) -> str | None:
+    """"first" or "last" when `claim` (its quotations aside) picks one record of a list by
+    its place; None otherwise."""
+    found = _ORDINAL.search(re.sub(r"`[^`]*`|\"[^\"]*\"", " ", claim))
+    if found is None:
+        return None
+    return "first" if found.group(1).casefold() in ("first", "earliest") else "last"
+
+
+def _ordinal_record(ordinal: str, primary: _Candidate, facts: list[Fact],
+                    words: frozenset[str], quoted: Sequence[str],
+                    candidates: list[_Candidate]) -> _Candidate:
+    """The record a claim that says "the first X" (or "the last") is about: of the records of
+    the list that holds its main value, those that are X, the earliest (or latest) by their
+    time, by their place when they state none. X is what the claim quotes, else the words and
+    the names, codes and versions the claim shares with its main value: "the first `POST
+    /api/checkout 500`" is the first line that holds that text, not the line whose time the
+    claim gives. `primary` itself when it is no record of a list, or when nothing else is X."""
+    own = _RECORD_PATH.match(primary.path)
+    if own is None:
+        return primary
+    family = _siblings(primary.path)
+    records = [c for c in candidates if c.invocation is primary.invocation
+               and _RECORD_PATH.fullmatch(c.path) and _siblings(c.path) == family]
+    record = next((c for c in records if c.path == own.group(0)), None)
+    if record is None:
+        return primary
+    kinds = (FactKind.ERROR_CODE, FactKind.VERSION, FactKind.SERVICE, FactKind.NAME)
+    marks = [f for f in facts if f.kind in kinds and record.facts.supports(f)]
+    wanted = [q.casefold() for q in quoted if q.casefold() in _spaced(record.text)]
+    described = (words & record.words) - _ORDINAL_WORDS
+    if not wanted and len(described) + len(marks) < 2:
+        return primary  # too little to say which records are "X"
+
+    def is_x(candidate: _Candidate) -> bool:
+        if wanted:
+            return all(w in _spaced(candidate.text) for w in wanted)
+        return described <= candidate.words and all(candidate.facts.supports(f) for f in marks)
+
+    same = [c for c in records if is_x(c)]
+    if len(same) < 2:
+        return primary
+    times = [_time_of(c) for c in same]
+    if all(t is not None for t in times):  # by time; by place in the list where any has none
+        same = [c for _, _, c in sorted(zip(times, range(len(same)), same, strict=True),
+                                        key=lambda item: (item[0], item[1]))]
+    picked = same[0] if ordinal == "first" else same[-1]
+    return primary if picked is record else picked
+
+
+def _picked(fact: Fact, record: _Candidate, candidate: _Candidate) -> bool:
+    """Whether the record a claim picks by its place ("the last failed password") says
+    otherwise about `fact`, so that no other record of its list may be taken for it."""
+    return (fact.kind in _SETTLED_KINDS and record.facts.conflicts(fact)
+            and candidate.invocation is record.invocation
+            and _siblings(candidate.path) == _siblings(record.path))
+
+
+_RECORD_PATH = re.compile(r".*\[\d+\]")
+"""The path of the record a value stands in: `$.lines[7]` of itself, `$.hits[3]` of
+`$.hits[3].message`."""
+
+
+def _time_of(candidate: _Candidate) -> str | None:
+    """A record's first time as a sortable key (an ISO time); None when it states none."""
+    keys = [f.key for f in candidate.stated if f.kind is FactKind.TIMESTAMP]
+    return keys[0] if keys and keys[0][:4].isdigit() else None
 
 
 _PAIR_CHARS = 16

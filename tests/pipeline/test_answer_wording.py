@@ -192,6 +192,55 @@ def test_wording__the_verb_of_such_a_name_still_draws_one(text: str) -> None:
     assert lexicon.CAUSAL.search(text) is not None
 
 
+# -- a record picked by its place ------------------------------------------------------------
+
+CHECKOUT_LOG = "\n".join([
+    "2026-11-30T14:04:22Z ERROR checkout-service [checkout-service-bd1f30671-5dv2q] POST "
+    "/api/checkout 500 Internal Server Error (request_id=req-5b776966)",
+    "2026-11-30T14:04:25Z WARN checkout-service [checkout-service-bd1f30671-2w9m4] slow "
+    "request: POST /api/checkout took 5000 ms",
+    "2026-11-30T14:04:31Z ERROR checkout-service [checkout-service-bd1f30671-5dv2q] POST "
+    "/api/checkout 500 Internal Server Error (request_id=req-523e4489)",
+    "2026-11-30T14:05:54Z ERROR checkout-service [checkout-service-bd1f30671-57lcq] POST "
+    "/api/checkout 500 Internal Server Error (request_id=req-62c5b9b3)",
+])
+SSHD_LOG = "\n".join([
+    "Dec 10 10:56:14 LabSZ sshd[24983]: Failed password for root from 183.62.140.253 port "
+    "53309 ssh2",
+    "Dec 10 10:57:02 LabSZ sshd[25033]: Received disconnect from 183.62.140.253: 11: Bye Bye",
+    "Dec 10 10:58:41 LabSZ sshd[25136]: Failed password for root from 183.62.140.253 port "
+    "53021 ssh2",
+    "Dec 10 11:00:56 LabSZ sshd[25286]: Failed password for root from 183.62.140.253 port "
+    "50655 ssh2",
+])
+
+
+@pytest.mark.parametrize(("answer", "log", "expected"), [
+    ("The first `POST /api/checkout 500 Internal Server Error` follows at 14:04:31 UTC.",
+     CHECKOUT_LOG, Verification.CONTRADICTED),
+    ("The first `POST /api/checkout 500 Internal Server Error` follows at 14:04:22 UTC.",
+     CHECKOUT_LOG, Verification.DIRECT_OBSERVATION),
+    ("The last `POST /api/checkout 500 Internal Server Error` came at 14:04:31 UTC.",
+     CHECKOUT_LOG, Verification.CONTRADICTED),
+    ("The last `POST /api/checkout 500 Internal Server Error` came at 14:05:54 UTC.",
+     CHECKOUT_LOG, Verification.DIRECT_OBSERVATION),
+    # no quotation: the records are those with the claim's words (failed password for root)
+    ("The last failed root password from 183.62.140.253 used port 53021.", SSHD_LOG,
+     Verification.CONTRADICTED),
+    ("The last failed root password from 183.62.140.253 used port 50655.", SSHD_LOG,
+     Verification.DIRECT_OBSERVATION),
+    ("The first failed root password from 183.62.140.253 used port 53309.", SSHD_LOG,
+     Verification.DIRECT_OBSERVATION),
+    # not an ordinal of records: "at first", "the last two hours"
+    ("A failed root password from 183.62.140.253 used port 53021 at first.", SSHD_LOG,
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_record_picked_by_its_place_is_that_record(
+        answer: str, log: str, expected: Verification) -> None:
+    report = _checked(answer, ("app.log", log))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
 # -- a record's values swapped, a number's pair, a duration between two times ------------------
 
 SEARCH_LOG = "\n".join([
