@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.runs import Answer, Asker, play
+from tests.live.runs import ALERTMANAGER_ONLY, Answer, Asker, play
 from tests.live.stack import CONVENTIONS, Convention, LiveStack, missing_binaries
 from tests.sources.prom_harness import HarnessError, service_missing
 
@@ -39,9 +39,10 @@ def timeline(request: pytest.FixtureRequest,
         service_missing("the live stack", f"not installed: {', '.join(missing)}")
     try:
         with LiveStack.start(convention) as stack:
-            asker = Asker(tmp_path_factory.mktemp(f"live-{convention}"),
-                          {"live": stack.sources_table()})
-            answers = play(stack, lambda question: asker.ask(question, "live"))
+            asker = Asker(tmp_path_factory.mktemp(f"live-{convention}"), {
+                "live": stack.sources_table(),
+                ALERTMANAGER_ONLY: {"alertmanager": {"url": stack.alertmanager.url}}})
+            answers = play(stack, asker.ask)
             yield Timeline(stack, answers)
     except HarnessError as exc:
         service_missing("the live stack", str(exc).splitlines()[0])

@@ -113,26 +113,33 @@ QUESTIONS = {
 """The question asked at each moment of the timeline."""
 
 
-def play(stack: LiveStack, ask: Callable[[str], Answer]) -> dict[str, Answer]:
-    """Drive the stack through the incident timeline, asking at each moment (see QUESTIONS)."""
+ALERTMANAGER_ONLY = "live-am"
+"""The source of the stack's Alertmanager alone (no Prometheus), asked once after recovery."""
+
+
+def play(stack: LiveStack, ask: Callable[[str, str], Answer]) -> dict[str, Answer]:
+    """Drive the stack through the incident timeline, asking at each moment (see QUESTIONS)
+    of source `live` (every backend), and after recovery of ALERTMANAGER_ONLY too
+    (`after-am`)."""
     answers: dict[str, Answer] = {}
     time.sleep(QUIET_S)
-    answers["quiet"] = ask(QUESTIONS["quiet"])
+    answers["quiet"] = ask(QUESTIONS["quiet"], "live")
     stack.incident("pool-leak")
     stack.wait_for_alert("HighErrorRate")
     time.sleep(5)
-    answers["pool"] = ask(QUESTIONS["pool"])
+    answers["pool"] = ask(QUESTIONS["pool"], "live")
     stack.incident("recover")
     stack.wait_for_alert("HighErrorRate", firing=False)
     stack.wait_for_alert("HighLatency", firing=False)
     stack.incident("latency")
     stack.wait_for_alert("HighLatency")
     time.sleep(5)
-    answers["latency"] = ask(QUESTIONS["latency"])
+    answers["latency"] = ask(QUESTIONS["latency"], "live")
     stack.incident("recover")
     stack.wait_for_alert("HighLatency", firing=False)
-    answers["after"] = ask(QUESTIONS["after"])
+    answers["after"] = ask(QUESTIONS["after"], "live")
+    answers["after-am"] = ask(QUESTIONS["after"], ALERTMANAGER_ONLY)
     stack.stop_node_exporter()
     stack.wait_for_alert("TargetDown")
-    answers["target"] = ask(QUESTIONS["target"])
+    answers["target"] = ask(QUESTIONS["target"], "live")
     return answers

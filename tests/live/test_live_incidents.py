@@ -22,13 +22,15 @@ import pytest
 from tests.live.conftest import Timeline
 from tests.live.runs import Answer
 
-MAX_RUN_SECONDS = 30.0
-"""A run on this shared 2-core machine (the issue measured 2-4 s on an idle one)."""
+MAX_RUN_SECONDS = 45.0
+"""A run on this shared 2-core machine, with other suites running (the issue measured 2-4 s
+on an idle one; 10-20 s measured here under load)."""
 MAX_QUERIES = 40
 """Backend requests per run."""
 TROUBLE = ("FINDING", "ROOT_CAUSE", "CONTRIBUTING_FACTOR")
 """Claim kinds that say something is wrong (a NEGATIVE_OBSERVATION says something is not)."""
 _WINDOW = re.compile(r"between (\S+Z) and (\S+Z)")
+_MOMENT = re.compile(r" at (\S+Z)")
 
 
 def _seconds(text: str) -> float:
@@ -57,10 +59,14 @@ def untrue_alert_negatives(timeline: Timeline, answer: Answer) -> list[str]:
             continue
         if not any(c["tool_name"] == "list_alerts" for c in _bound_calls(answer, claim)):
             continue
-        window = _WINDOW.search(claim["text"])
-        if window is None:
-            continue
-        fired = fired_between(timeline, _seconds(window[1]), _seconds(window[2]))
+        window, moment = _WINDOW.search(claim["text"]), _MOMENT.search(claim["text"])
+        if window is not None:
+            start, end = _seconds(window[1]), _seconds(window[2])
+        elif moment is not None:
+            start = end = _seconds(moment[1])
+        else:
+            raise AssertionError(f"an alerts negative with no scope in words: {claim['text']}")
+        fired = fired_between(timeline, start, end)
         if fired:
             wrong.append(f"{claim['text']!r} while {', '.join(fired)} fired")
     return wrong
@@ -82,7 +88,7 @@ def test_live__the_firing_alert_is_found_under_either_convention(timeline: Timel
     assert any("TargetDown" in text for text in texts), texts
 
 
-@pytest.mark.parametrize("moment", ["quiet", "pool", "latency", "after", "target"])
+@pytest.mark.parametrize("moment", ["quiet", "pool", "latency", "after", "after-am", "target"])
 def test_live__every_recorded_query_reruns(timeline: Timeline, moment: str) -> None:
     answer = timeline.answers[moment]
     queries = answer.queries()
@@ -96,7 +102,7 @@ def test_live__every_recorded_query_reruns(timeline: Timeline, moment: str) -> N
         assert httpx.get(base + target, timeout=10.0).status_code == 200, query
 
 
-@pytest.mark.parametrize("moment", ["quiet", "pool", "latency", "after", "target"])
+@pytest.mark.parametrize("moment", ["quiet", "pool", "latency", "after", "after-am", "target"])
 def test_live__a_run_takes_seconds_and_few_queries(timeline: Timeline, moment: str) -> None:
     answer = timeline.answers[moment]
     assert answer.run["status"] in ("SUCCESS", "FALLBACK")
@@ -106,16 +112,31 @@ def test_live__a_run_takes_seconds_and_few_queries(timeline: Timeline, moment: s
           f"{len(answer.queries())} queries, {len(answer.invocations)} tool calls")
 
 
-def test_live__no_alert_negative_is_untrue_in_the_quiet_period(timeline: Timeline) -> None:
-    assert untrue_alert_negatives(timeline, timeline.answers["quiet"]) == []
+@pytest.mark.parametrize("moment", ["quiet", "after", "after-am"])
+def test_live__no_alert_negative_is_untrue(timeline: Timeline, moment: str) -> None:
+    """issue 23 (3): after recovery, "no alerts were active between 23:44 and 01:44" while
+    both alerts fired and resolved inside that window (Alertmanager lists only what fires
+    now); the window's history now comes from Prometheus's ALERTS."""
+    assert untrue_alert_negatives(timeline, timeline.answers[moment]) == []
+
+
+def test_live__after_recovery_the_resolved_alerts_are_findings(timeline: Timeline) -> None:
+    texts = [c["text"] for c in timeline.answers["after"].claims if c["kind"] == "FINDING"]
+    for name in ("HighErrorRate", "HighLatency"):
+        assert any(name in text and "fired from" in text for text in texts), texts
+
+
+def test_live__alertmanager_alone_speaks_of_now_only(timeline: Timeline) -> None:
+    """Without Prometheus there is no history: the negative is as wide as the one moment
+    Alertmanager answered for."""
+    answer = timeline.answers["after-am"]
+    negatives = [c["text"] for c in answer.claims if c["kind"] == "NEGATIVE_OBSERVATION"
+                 and c["text"].startswith("No alerts")]
+    assert negatives and all(" at " in t and " between " not in t for t in negatives), negatives
 
 
 # ---- what is wrong today (issue 23) ---------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="issue 23 (3): Alertmanager lists only the alerts active "
-                   "now, yet the answer says no alert was active over the whole 2 h window")
-def test_live__after_recovery_no_claim_denies_the_alerts_that_fired(timeline: Timeline) -> None:
-    assert untrue_alert_negatives(timeline, timeline.answers["after"]) == []
 
 
 @pytest.mark.xfail(strict=True, reason="issue 23 (1)+(2): the metrics that show the pool at its "
@@ -132,9 +153,8 @@ def test_live__the_latency_incident_names_the_request_duration(timeline: Timelin
     assert any("http_request_duration_seconds" in c["text"] for c in answer.claims)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 (6): a target without a `service` label is "
-                   "named 'unknown' instead of by its job and instance")
 def test_live__the_down_target_is_named_by_its_labels(timeline: Timeline) -> None:
+    """issue 23 (6): a target without a `service` label was "unknown"."""
     answer = timeline.answers["target"]
     texts = [c["text"] for c in answer.claims if "TargetDown" in c["text"]]
     assert texts and all("unknown" not in t and "node-exporter" in t for t in texts), texts
