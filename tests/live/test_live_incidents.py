@@ -22,9 +22,9 @@ import pytest
 from tests.live.conftest import Timeline
 from tests.live.runs import Answer
 
-MAX_RUN_SECONDS = 45.0
-"""A run on this shared 2-core machine, with other suites running (the issue measured 2-4 s
-on an idle one; 10-20 s measured here under load)."""
+MAX_RUN_SECONDS = 60.0
+"""A `verity run` process on this shared 2-core machine with other suites running (the issue
+measured 2-4 s on an idle one; 20-36 s measured here at load average 7)."""
 MAX_QUERIES = 40
 """Backend requests per run."""
 TROUBLE = ("FINDING", "ROOT_CAUSE", "CONTRIBUTING_FACTOR")
