@@ -20,7 +20,7 @@ from typer.exceptions import Abort, TyperException
 
 from cli import batch, check, runs, serve, sources, tokens
 from cli.inputs import VerifyProvider, emit_json, open_run_store, read_input, verify_models
-from cli.render import print_result, print_usage
+from cli.render import print_invocations, print_result, print_usage
 from cli.runs import TenantOption, tenant_of
 from cli.schemas import SCHEMAS
 from models.bundle import RunResult
@@ -88,8 +88,9 @@ def show(
     if as_json:
         payload = record.model_dump(mode="json")
         payload["invocations"] = [
-            {"tool_call_id": i.tool_call_id, "tool_name": i.tool_name, "status": i.status,
-             "evidence_status": i.evidence_status,
+            {"tool_call_id": i.tool_call_id, "tool_name": i.tool_name,
+             "arguments": i.arguments, "status": i.status,
+             "evidence_status": i.evidence_status, "error": i.error,
              "truncated": bool(i.projection and i.projection.truncated)}
             for i in invocations
         ]
@@ -107,6 +108,7 @@ def show(
         _out.print(f"run {record.run_id}: {record.status.value} (node {record.node or '-'})")
         return
     print_result(_out, result, title=record.query)
+    print_invocations(_out, invocations)
     print_usage(_out, attempts)
 
 

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from models.bundle import FinalAnswer, RunResult
+from models.invocation import ToolInvocation
 from models.run import LlmAttempt
 
 _VERDICT_STYLE = {"PASS": "bold green", "LOW_CONFID": "bold yellow", "REJECT": "bold red"}
@@ -79,6 +80,19 @@ def _claims_table(result: RunResult) -> Table:
     if not bindings:
         table.add_row("-", "-", "-", Text("no claims were checked", style="dim"))
     return table
+
+
+def print_invocations(console: Console, invocations: Sequence[ToolInvocation]) -> None:
+    """A table of every tool call, in order: arguments, status, evidence, and the one-line
+    error of a call that failed (a missing or unreachable backend is evidence not seen)."""
+    table = Table(title="Tool calls", title_justify="left")
+    for column in ("tool", "arguments", "status", "evidence", "error"):
+        table.add_column(column)
+    for i in invocations:
+        arguments = ", ".join(f"{k}={v}" for k, v in i.arguments.items())
+        table.add_row(i.tool_name, arguments, str(i.status), str(i.evidence_status or ""),
+                      i.error or "")
+    console.print(table)
 
 
 def print_usage(console: Console, attempts: Sequence[LlmAttempt]) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start PostgreSQL and Redis when they are not answering on 127.0.0.1 (the machine's own
-# services), and install Prometheus and Alertmanager when missing (the tests start their own
-# servers of them). The tests decide what a missing service means: skip, or fail under CI=true.
+# services), and install Prometheus, Alertmanager and node-exporter when missing (the tests
+# start their own servers of them). The tests decide what a missing service means: skip, or fail under CI=true.
 set -u
 
 pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }

@@ -459,8 +459,14 @@ def _event_claims(report: _Report, call: CallView, *, critical: bool,
 # ---- root cause and contributing factors ---------------------------------------------------
 
 def _span(call: CallView) -> str:
+    """The scope's window in words: a moment when the backend answered for one (alerts
+    active now), never wider than what it saw."""
     window = call.scope.window
-    return f" between {window.start} and {window.end}" if window else ""
+    if window is None:
+        return ""
+    if window.start == window.end:
+        return f" at {window.start}"
+    return f" between {window.start} and {window.end}"
 
 
 def _hhmm(moment: datetime | None) -> str:

@@ -93,12 +93,15 @@ class EventQuery:
 class Fetched(Generic[ItemT]):
     """A source's answer: the items (bounded, in the order the query defines), how many
     matched in the backend (None: unknown; equal to len(items) when nothing was cut), the
-    exact queries run, and the bytes read off the wire (0 for in-memory sources)."""
+    exact queries run, the bytes read off the wire (0 for in-memory sources), and `as_of`
+    when the backend answered about one moment only, not the window asked (Alertmanager holds
+    the alerts active now and no history), so nothing is said of the rest of the window."""
 
     items: Sequence[ItemT]
     total: int | None = None
     queries: tuple[str, ...] = ()
     fetched_bytes: int = 0
+    as_of: datetime | None = None
 
     @property
     def truncated(self) -> bool:

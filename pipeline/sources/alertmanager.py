@@ -8,15 +8,19 @@
 Every alert Alertmanager holds is asked for, silenced, inhibited and not yet processed ones
 included (a silenced alert still fired), narrowed by a `filter` label matcher on
 `service_label` when the query names a service. Each becomes one `Alert`: name the `alertname`
-label, service the `service_label` label, severity the `severity` label, summary the first of
-`summary_annotations` that is set. It is `resolved` (at `endsAt`) when `endsAt` lies at or
+label, service the `service_label` label (else the queried service, else the target its labels
+name: `job`, `app` ..., `pipeline.sources.labels`), severity the `severity` label, summary the
+first of `summary_annotations` that is set. It is `resolved` (at `endsAt`) when `endsAt` lies at or
 before both the window's end and the time of the call, else `firing`. Only alerts active at
 some time in the window are kept, by start then name, at most `MAX_ALERTS`.
 
 The v2 API drops resolved alerts: `GET /api/v2/alerts` leaves out every alert whose `endsAt`
 has passed, even while Alertmanager still holds it, so this backend only ever sees what fires
-at the time of the call (every alert it returns is `firing`). The history of resolved alerts
-comes from Prometheus's `ALERTS` series (`pipeline.sources.prometheus`).
+at the time of the call (every alert it returns is `firing`). The answer says so: its
+`as_of` is the time of the call, and the tool's scope is that moment, not the window asked.
+The history of resolved alerts comes from Prometheus's `ALERTS` series
+(`pipeline.sources.prometheus`), which a source with both backends reads for the window
+(`pipeline.sources.composite`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pipeline.data.records import Alert
 from pipeline.data.source import AlertQuery, BackendStatus, Fetched
 from pipeline.sources.config import AlertmanagerBackend
 from pipeline.sources.http import BackendClient
+from pipeline.sources.labels import target_name
 from pipeline.sources.prometheus import SERVICE_NAME
 
 MAX_ALERTS = 500
@@ -71,7 +76,8 @@ class Alertmanager:
             wire = _Alerts.model_validate({"alerts": body})
         except ValidationError:
             raise self.client.error("answered /api/v2/alerts in an unknown shape") from None
-        cutoff = min(q.end, self._clock())
+        called = self._clock()
+        cutoff = min(q.end, called)
         alerts = [self._alert(raw, cutoff, q.service) for raw in wire.alerts]
         alerts = sorted(
             (a for a in alerts
@@ -79,7 +85,8 @@ class Alertmanager:
              and q.state in ("any", a.state)),
             key=lambda a: (a.starts_at, a.name))
         return Fetched(items=alerts[:MAX_ALERTS], total=len(alerts),
-                       queries=(self.client.query_text(path, params),), fetched_bytes=size)
+                       queries=(self.client.query_text(path, params),), fetched_bytes=size,
+                       as_of=called)
 
     def check(self) -> BackendStatus:
         """Reachable, version (`/api/v2/status`), credentials accepted."""
@@ -105,7 +112,8 @@ class Alertmanager:
         ended = ends is not None and ends <= cutoff
         return Alert(
             name=raw.labels.get("alertname") or "unknown",
-            service=raw.labels.get(self.config.service_label) or service or "unknown",
+            service=raw.labels.get(self.config.service_label) or service
+            or target_name(raw.labels, self.config.service_label) or "unknown",
             severity=raw.labels.get("severity", "unknown"),
             state="resolved" if ended else "firing",
             starts_at=raw.startsAt,

@@ -2,8 +2,9 @@
 
     logs         → Loki            ([sources.NAME.loki])
     metrics      → Prometheus      ([sources.NAME.prometheus])
-    alerts       → Alertmanager    ([sources.NAME.alertmanager]), else Prometheus when its
-                                   `alerts` flag is on (the default)
+    alerts       → Prometheus's `ALERTS` history when its `alerts` flag is on (the default),
+                   with Alertmanager's current alerts merged in ([sources.NAME.alertmanager]);
+                   Alertmanager alone answers for the time of the call only
     deployments  → Kubernetes      ([sources.NAME.kubernetes])
     events       → Kubernetes
     runbooks     → a Markdown folder ([sources.NAME.runbooks]); an empty index without one
@@ -193,15 +194,25 @@ class ConfiguredSource:
         return cast(MetricsBackend, self._need("prometheus", "metrics")).query_metrics(query)
 
     def list_alerts(self, query: AlertQuery) -> Fetched[Alert]:
-        """Alertmanager's answer, else Prometheus's (its `alerts` flag on)."""
-        if self.config.alertmanager is not None:
-            backend = self._backends.get("alertmanager")
-        elif self.config.prometheus is not None and self.config.prometheus.alerts:
-            backend = self._backends.get("prometheus")
-        else:
+        """The window's alert history from Prometheus's `ALERTS` (its `alerts` flag on) with
+        what Alertmanager holds now merged in (`merge_alerts`); Alertmanager alone (or with a
+        Prometheus that fails) answers only for now (its `as_of`)."""
+        history = self.config.prometheus is not None and self.config.prometheus.alerts
+        if self.config.alertmanager is None and not history:
             raise SourceError(f"{self.name} has no alerts backend (configure "
                               f"[sources.{self.name}.alertmanager])")
-        return cast(AlertsBackend, backend).list_alerts(query)
+        if self.config.alertmanager is None:
+            return cast(AlertsBackend, self._backends.get("prometheus")).list_alerts(query)
+        current = cast(AlertsBackend, self._backends.get("alertmanager")).list_alerts(query)
+        if not history:
+            return current
+        try:
+            past = cast(AlertsBackend, self._backends.get("prometheus")).list_alerts(query)
+        except SourceError:
+            # Prometheus down or refusing: what fires now is still known, and the answer's
+            # `as_of` keeps its scope to that moment (the metrics calls carry the error).
+            return current
+        return merge_alerts(past, current)
 
     def list_deployments(self, query: ChangeQuery) -> Fetched[Deployment]:
         """The Kubernetes API's rollout history."""
@@ -273,6 +284,24 @@ class ConfiguredSource:
                              reachable=True, detail=f"{count} runbooks")
 
 
+def merge_alerts(history: Fetched[Alert], current: Fetched[Alert]) -> Fetched[Alert]:
+    """The window's history (Prometheus `ALERTS`) with Alertmanager's current alerts: an
+    alert in both (same name and service, the history's run still firing or ending at or
+    after the current one's start) is kept as Alertmanager has it (its exact start and
+    summary); the history's other runs stay, so resolved alerts are not lost. The answer
+    covers the whole window: no `as_of`."""
+    def same(past: Alert, now: Alert) -> bool:
+        return (past.name, past.service) == (now.name, now.service) and (
+            past.ends_at is None or past.ends_at >= now.starts_at)
+
+    kept = [a for a in history.items if not any(same(a, now) for now in current.items)]
+    alerts = sorted([*kept, *current.items], key=lambda a: (a.starts_at, a.name))
+    cut = sum(max(0, (f.total or 0) - len(f.items)) for f in (history, current))
+    return Fetched(items=alerts, total=len(alerts) + cut,
+                   queries=history.queries + current.queries,
+                   fetched_bytes=history.fetched_bytes + current.fetched_bytes)
+
+
 def _folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
     if not folder.is_dir():
         return ()
@@ -294,4 +323,5 @@ __all__ = [
     "MetricsBackend",
     "Probe",
     "backend_configs",
+    "merge_alerts",
 ]

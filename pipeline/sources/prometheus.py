@@ -10,13 +10,20 @@ after the window's start to the last at or before its end (a window too long for
 `service_selector` with `{service}` replaced (a service name must match `SERVICE_NAME`, so it
 cannot inject PromQL) and, for a metric filter, a case-insensitive RE2 match on the name; the
 `ALERTS`/`ALERTS_FOR_STATE` series are never metrics. Each returned series becomes one
-`MetricSeries`: its service is the `service_label` label, its unit `config.units[name]` or the
+`MetricSeries`: its service is the `service_label` label (else the queried service, else the
+target the labels name, `pipeline.sources.labels`), its unit `config.units[name]` or the
 name's suffix (`UNIT_SUFFIXES`; `_total`/`_sum` are looked through, `_rate` says nothing: it may
 be a per-second rate or a fraction). Series sharing a name and service (several instances)
 are told apart by appending the labels that differ: `up{instance="a:9100"}`. NaN and
 infinite values are dropped (Prometheus answers NaN for a stale or undefined point), and
 series left empty are left out. At most `MAX_SERIES` series are returned, by service then
 name; `total` counts them all.
+
+Counters are rates (`pipeline.sources.counters`): series whose name says they are cumulative
+are never returned as levels. Each `_total`/`_count`/`_sum` name the query matched becomes
+one more `query_range` of `rate(...[4 steps])`, shown as `rate(NAME[Ws])`; each histogram's
+`_bucket` name one of `histogram_quantile(0.95, rate(...))`; `_created` timestamps are left
+out. At most `MAX_DERIVED` such names per query (the others' series count in `total`).
 
 Alerts. `ALERTS{alertstate="firing"}` over the window (the same steps) is the rule evaluator's
 own record: every contiguous run of steps in which one label set fires is one `Alert`. A run
@@ -51,7 +58,15 @@ from pipeline.data.records import Alert, MetricSeries
 from pipeline.data.source import AlertQuery, BackendStatus, Fetched, MetricQuery
 from pipeline.errors import SourceError
 from pipeline.sources.config import PrometheusBackend
+from pipeline.sources.counters import (
+    MAX_DERIVED,
+    cumulative_names,
+    derived,
+    kind_of,
+    rate_window_s,
+)
 from pipeline.sources.http import BackendClient
+from pipeline.sources.labels import target_name
 
 log = logging.getLogger(__name__)
 
@@ -147,12 +162,27 @@ class Prometheus:
         matchers = [self._name_matcher(q.metric), f'__name__!~"{NOT_METRICS}"']
         promql = self._selector(matchers, q.service)
         matrix, text, size = self._query_range(promql, steps)
-        pairs = [(self._series(raw, q.service), raw.metric) for raw in matrix.result]
+        pairs = [(self._series(raw, q.service), raw.metric) for raw in matrix.result
+                 if kind_of(raw.metric.get("__name__", "")) == "gauge"]
+        queries = [text]
+        names = cumulative_names(raw.metric.get("__name__", "") for raw in matrix.result)
+        left_out = sum(1 for raw in matrix.result
+                       if raw.metric.get("__name__", "") in names[MAX_DERIVED:])
+        window = rate_window_s(steps.step)
+        selector = ",".join(self._service_matchers(q.service))
+        for name in names[:MAX_DERIVED]:
+            stem = name.removesuffix("_bucket") if kind_of(name) == "bucket" else name
+            query = derived(name, selector, window, base_unit=guess_unit(stem))
+            rated, text, more = self._query_range(query.promql, steps)
+            queries.append(text)
+            size += more
+            pairs += [(self._series(raw, q.service, metric=query.metric, unit=query.unit),
+                       raw.metric) for raw in rated.result]
         series = _distinguish([(s, labels) for s, labels in pairs if s.times],
                               self.config.service_label)
         series.sort(key=lambda s: (s.service, s.metric))
-        return Fetched(items=series[:MAX_SERIES], total=len(series), queries=(text,),
-                       fetched_bytes=size)
+        return Fetched(items=series[:MAX_SERIES], total=len(series) + left_out,
+                       queries=tuple(queries), fetched_bytes=size)
 
     def list_alerts(self, q: AlertQuery) -> Fetched[Alert]:
         """Alerts that fired in the window, from the `ALERTS` history, by start then name."""
@@ -196,12 +226,15 @@ class Prometheus:
         return _Steps(first, last, step)
 
     def _selector(self, matchers: list[str], service: str | None) -> str:
-        if service is not None:
-            if not SERVICE_NAME.match(service):
-                raise self.client.error(f"cannot select service {service[:60]!r}: a service "
-                                        "name is letters, digits and . _ : / @ -")
-            matchers.append(self.config.service_selector.replace("{service}", service))
-        return "{" + ",".join(matchers) + "}"
+        return "{" + ",".join(matchers + self._service_matchers(service)) + "}"
+
+    def _service_matchers(self, service: str | None) -> list[str]:
+        if service is None:
+            return []
+        if not SERVICE_NAME.match(service):
+            raise self.client.error(f"cannot select service {service[:60]!r}: a service "
+                                    "name is letters, digits and . _ : / @ -")
+        return [self.config.service_selector.replace("{service}", service)]
 
     @staticmethod
     def _name_matcher(metric: str | None) -> str:
@@ -238,11 +271,14 @@ class Prometheus:
 
     # -- mapping ---------------------------------------------------------------------------
 
-    def _series(self, raw: _Series, service: str | None) -> MetricSeries:
-        name = raw.metric.get("__name__", "")
+    def _series(self, raw: _Series, service: str | None, *, metric: str | None = None,
+                unit: str | None = None) -> MetricSeries:
+        name = metric or raw.metric.get("__name__", "")
         one = MetricSeries(
-            service=raw.metric.get(self.config.service_label) or service or "",
-            metric=name, unit=self.config.units.get(name, guess_unit(name)))
+            service=raw.metric.get(self.config.service_label) or service
+            or target_name(raw.metric, self.config.service_label) or "",
+            metric=name, unit=unit if unit is not None
+            else self.config.units.get(name, guess_unit(name)))
         for at, value in _finite(raw.values):
             one.times.append(at)
             one.values.append(value)
@@ -261,7 +297,8 @@ class Prometheus:
             firing = end >= last_step
             yield _Run(labels, Alert(
                 name=labels.get("alertname", "unknown"),
-                service=labels.get(self.config.service_label) or service or "unknown",
+                service=labels.get(self.config.service_label) or service
+                or target_name(labels, self.config.service_label) or "unknown",
                 severity=labels.get("severity", "unknown"),
                 state="firing" if firing else "resolved",
                 starts_at=start, ends_at=None if firing else end))

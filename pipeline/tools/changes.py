@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from models.invocation import QueryScope
+from models.invocation import QueryScope, TimeWindow
 from pipeline.data.records import Alert, Deployment, KubeEvent, iso
-from pipeline.data.source import AlertQuery, ChangeQuery, EventQuery
+from pipeline.data.source import AlertQuery, ChangeQuery, EventQuery, Fetched
 from pipeline.tools.formatting import plural
 from pipeline.tools.source import ToolOutput, WindowedArgs, time_window
 
@@ -68,13 +68,23 @@ def list_alerts(source: DataSource, args: ListAlertsArgs) -> ToolOutput:
     fetched = source.list_alerts(AlertQuery(start=start, end=end, service=args.service,
                                             state=args.state))
     alerts = sorted(fetched.items, key=lambda a: (a.starts_at, a.name))
-    scope = QueryScope(service=args.service, window=time_window(start, end),
+    scope = QueryScope(service=args.service, window=alerts_window(fetched, start, end),
                        filter=f"state = {args.state}", queries=list(fetched.queries) or None)
     return ToolOutput(
         result={"alerts": [_alert_json(a) for a in alerts],
                 "firing": sum(1 for a in alerts if a.state == "firing")},
         scope=scope, found=bool(alerts),
     )
+
+
+def alerts_window(fetched: Fetched[Alert], start: datetime, end: datetime) -> TimeWindow:
+    """The window an alerts answer covers: the one asked, or the one moment the backend
+    answered for (`as_of`: Alertmanager lists the alerts active now and keeps no history),
+    so a negative observation is never wider than what was seen."""
+    if fetched.as_of is not None:
+        moment = fetched.as_of.replace(microsecond=0)
+        return time_window(moment, moment)
+    return time_window(start, end)
 
 
 def _alert_json(alert: Alert) -> dict[str, Any]:

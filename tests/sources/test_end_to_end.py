@@ -40,10 +40,13 @@ from tests.sources.replay import KubernetesReplay, LokiReplay
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-QUERY_PREFIX = {
+QUERY_PREFIX: dict[str, str | tuple[str, ...]] = {
     "search_logs": "GET /loki/api/v1/query",
     "query_metrics": "GET /api/v1/query_range?query=",
-    "list_alerts": "GET /api/v2/alerts",
+    # the window's history from Prometheus's ALERTS (and its alert summaries), what fires
+    # now from Alertmanager
+    "list_alerts": ('GET /api/v1/query_range?query={__name__="ALERTS"', "GET /api/v1/alerts",
+                    "GET /api/v1/rules", "GET /api/v2/alerts"),
     "list_deployments": "GET /apis/apps/v1/namespaces/shop/",
     "get_events": "GET /api/v1/namespaces/shop/events",
 }

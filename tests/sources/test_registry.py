@@ -186,7 +186,8 @@ def test_resolve__each_capability_goes_to_its_backend(
     prod.get_events(EventQuery(start=START, end=END))
     assert made.kinds() == ["loki", "prometheus", "alertmanager", "kubernetes"]
     asked = {b.kind: [type(q).__name__ for q in b.asked] for b in made.backends}
-    assert asked == {"loki": ["LogQuery"], "prometheus": ["MetricQuery"],
+    # alerts: the window's history from Prometheus's ALERTS, what fires now from Alertmanager
+    assert asked == {"loki": ["LogQuery"], "prometheus": ["MetricQuery", "AlertQuery"],
                      "alertmanager": ["AlertQuery"],
                      "kubernetes": ["ChangeQuery", "EventQuery"]}
     assert [h.runbook.doc_id for h in prod.runbook_index().search("pool exhausted")] == ["RB-1"]
