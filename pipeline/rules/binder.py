@@ -192,10 +192,12 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
         return False
     anchors = [f for f in facts if f.kind in _ANCHORS and f is not fact]
     if fact.kind is FactKind.QUANTITY:
+        if _crossed(claim, fact, facts, primary, candidate):
+            return True
         pairs = any(f is not fact and f.kind is FactKind.QUANTITY
                     and f.shape in (fact.shape, "")  # "from 8 to 46 connections"
                     and _near(claim, f, fact) and primary.facts.supports(f) for f in facts)
-        if candidate.invocation is not primary.invocation and not pairs:
+        if not pairs:  # a number of another record of its list: only when crossed (above)
             return False
         if sum(1 for f in facts if primary.facts.supports(f)) < 2:
             return False
@@ -285,6 +287,32 @@ def _time_of(candidate: _Candidate) -> str | None:
     """A record's first time as a sortable key (an ISO time); None when it states none."""
     keys = [f.key for f in candidate.stated if f.kind is FactKind.TIMESTAMP]
     return keys[0] if keys and keys[0][:4].isdigit() else None
+
+
+_ALIKE = 0.6
+"""Share of their words two records of one form hold in common (lines of one log template)."""
+
+
+def _crossed(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
+             candidate: _Candidate) -> bool:
+    """Whether two records of one list each hold one of two numbers of the claim and, for the
+    other, a value the claim does not give: "child 5386 in slot 7" against "child 3667 in
+    slot 7" and "child 5386 in slot 9" (the numbers of two records crossed), unlike a claim
+    that gives both records' pairs."""
+    if (candidate.invocation is not primary.invocation or candidate.path == primary.path
+            or _siblings(candidate.path) != _siblings(primary.path)
+            or len(primary.words & candidate.words)
+            < _ALIKE * len(primary.words | candidate.words)):
+        return False  # records of one list and one form ("Found child N in scoreboard slot M")
+    held = [f for f in facts if f is not fact and f.kind is FactKind.QUANTITY
+            and primary.facts.supports(f) and not candidate.facts.supports(f)
+            and candidate.facts.conflicts(f)]
+    if not held:
+        return False
+    given = FactSet(facts, texts=[claim])
+    sorts = {f.sort for f in held}
+    return any(g.sort in sorts and not given.supports(g) and not primary.facts.supports(g)
+               for g in candidate.stated)
 
 
 _PAIR_CHARS = 16

@@ -176,7 +176,7 @@ def _hold_to_evidence(
     # single digits too: "slot 9" against "slot 8" is a changed number
     facts = extract_facts(text, single_digits=True) if known is not None else []
     differing = [f for f in facts if known is not None and known.conflicts(f)]
-    differing += severity_conflict(text, trusted)
+    differing += severity_conflict(text, trusted) + alert_state_conflict(text, trusted)
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
     if differing and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED
@@ -259,6 +259,36 @@ def severity_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> list[F
         stated |= _severities(_SEVERITY_STATED, item.matched_text)
     return [Fact(FactKind.NAME, level, level, shape="severity")
             for level in sorted(claimed) if stated and level not in stated]
+
+
+_STATE_CLAIMED = re.compile(
+    r"\b(?:is|are|has\s+been|have\s+been|still|currently|now|remains?)\s+(?:still\s+)?"
+    r"(firing|active|resolved)\b|\b(firing)\s+since\b|\((firing|resolved)\)"
+    r"|(?:^|[|;])\s*(firing|resolved)\b[^|;]*(?=[|;]|$)", re.IGNORECASE)  # a table's cell
+_STATE_STATED = re.compile(
+    r"\bstate\W{1,4}(firing|resolved|active)\b|\b(firing)\s+since\b|\b(resolved)\b"
+    r"|\bfired\s+from\b.*?\bto\b()", re.IGNORECASE)
+
+
+def _alert_states(pattern: re.Pattern[str], text: str) -> set[str]:
+    found = set()
+    for match in pattern.finditer(text):
+        state = next((g for g in match.groups() if g is not None), "")
+        found.add({"active": "firing", "": "resolved"}.get(state.casefold(), state.casefold()))
+    return found
+
+
+def alert_state_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> list[Fact]:
+    """The state `text` says an alert is in now ("has been firing since 10:18", a table's
+    "| firing |") as a fact, when the alerts of its evidence state theirs and none is that one
+    ("fired from 09:00 to 09:00 the next week", `"state": "resolved"`). What an alert did
+    once ("starts firing at 09:00", "was firing") is no state."""
+    claimed = _alert_states(_STATE_CLAIMED, text)
+    stated: set[str] = set()
+    for item in evidence:
+        stated |= _alert_states(_STATE_STATED, item.matched_text)
+    return [Fact(FactKind.NAME, state, state, shape="alert_state")
+            for state in sorted(claimed) if stated and state not in stated]
 
 
 _QUOTES = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”")

@@ -241,6 +241,59 @@ def test_wording__a_record_picked_by_its_place_is_that_record(
     assert report.claims[0].verification is expected, report.claims[0].note
 
 
+APACHE_LOG = "\n".join([
+    "[Mon Dec 05 04:06:19 2005] [notice] jk2_init() Found child 3667 in scoreboard slot 7",
+    "[Mon Dec 05 10:26:25 2005] [notice] jk2_init() Found child 5386 in scoreboard slot 9",
+    "[Mon Dec 05 10:26:27 2005] [error] mod_jk child workerEnv in error state 6",
+])
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("Child 5386 was found in scoreboard slot 7.", Verification.CONTRADICTED),
+    ("Child 5386 was found in scoreboard slot 9.", Verification.DIRECT_OBSERVATION),
+    # both records' pairs given: no number crossed
+    ("Child 5386 was found in slot 9 and child 3667 in slot 7.",
+     Verification.DIRECT_OBSERVATION),
+    # two records of different forms: each number its own ("state 6", "slot 9")
+    ("Child 5386 was found in scoreboard slot 9 and workerEnv was in error state 6.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__numbers_of_two_records_crossed_are_contradicted(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("apache-error.log", APACHE_LOG))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+CERT_ALERTS = json.dumps({"alerts": [
+    {"name": "CertificateExpiringSoon", "severity": "warning", "state": "resolved",
+     "summary": "CertificateExpiringSoon (warning) for ledger-api, fired from "
+                "2026-11-26T09:00:00Z to 2026-12-03T09:00:00Z: certificate expires soon"},
+    {"name": "CertificateExpired", "severity": "critical", "state": "firing",
+     "summary": "CertificateExpired (critical) for ledger-api, firing since "
+                "2026-12-03T09:01:00Z: certificate ledger-api-tls has expired"},
+]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("| alert | severity | state | since |\n|---|---|---|---|\n"
+     "| CertificateExpiringSoon | warning | firing | 2026-11-26T09:00:00Z |",
+     Verification.CONTRADICTED),
+    ("CertificateExpiringSoon has been firing since 2026-11-26T09:00:00Z.",
+     Verification.CONTRADICTED),
+    ("CertificateExpired has been firing since 2026-12-03T09:01:00Z.",
+     Verification.DIRECT_OBSERVATION),
+    ("CertificateExpired is resolved since 2026-12-03T09:01:00Z.", Verification.CONTRADICTED),
+    # what an alert did once is no state
+    ("CertificateExpiringSoon started firing at 2026-11-26T09:00:00Z.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__an_alerts_state_is_held_to_the_one_its_evidence_states(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("list_alerts.json", CERT_ALERTS))
+    (claim,) = [c for c in report.claims if "Certificate" in c.text]
+    assert claim.verification is expected, claim.note
+
+
 # -- a record's values swapped, a number's pair, a duration between two times ------------------
 
 SEARCH_LOG = "\n".join([
