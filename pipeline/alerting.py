@@ -54,8 +54,13 @@ def firing(payload: AlertmanagerPayload) -> list[Alert]:
 
 
 def alert_name(payload: AlertmanagerPayload) -> str:
-    """The group's alert name in safe characters (`alert` when it has none)."""
-    return safe_value(group_labels(payload).get("alertname", "")) or "alert"
+    """The group's alert name in safe characters: the common one, the group's, else the first
+    firing alert's (`alert` when none has one)."""
+    first = (firing(payload) or payload.alerts)[0].labels
+    for labels in (payload.commonLabels, payload.groupLabels, first):
+        if safe_value(labels.get("alertname", "")):
+            return safe_value(labels["alertname"])
+    return "alert"
 
 
 def starts_at(payload: AlertmanagerPayload) -> datetime:
