@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
 
 from api.deps import Authenticated, CallerDep
 from api.schemas import ErrorBody
@@ -36,7 +37,7 @@ from pipeline.alerting import (
     route_source,
     starts_at,
 )
-from pipeline.errors import ConfigurationError
+from pipeline.errors import InputError
 from pipeline.sources.config import AlertRouting, load_config
 
 logger = logging.getLogger("api.hooks")
@@ -44,7 +45,7 @@ logger = logging.getLogger("api.hooks")
 hooks = APIRouter(route_class=Authenticated)
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (401, 413, 422, 503)}
+    code: {"model": ErrorBody} for code in (401, 409, 413, 422, 503)}
 MAX_RECEIPTS = 500
 
 
@@ -55,13 +56,21 @@ class ReceiptList(BaseModel):
 
 
 def tenant_routing(tenant: str) -> AlertRouting:
-    """The tenant's `[tenants."<id>".alerts]`; ConfigurationError when it has none."""
+    """The tenant's `[tenants."<id>".alerts]`; a 409 when it has none (the notification is
+    well formed: the server is not set up for it)."""
     found = load_config().tenants.get(tenant)
     if found is None or found.alerts is None:
-        raise ConfigurationError(
-            f'tenant {tenant} has no alert routing: add [tenants."{tenant}".alerts] to the '
-            "sources file")
+        raise HTTPException(409, f'tenant {tenant} has no alert routing: add '
+                            f'[tenants."{tenant}".alerts] to the sources file')
     return found.alerts
+
+
+def _source(routing: AlertRouting, payload: AlertmanagerPayload) -> str:
+    """The routed source; a 409 when no route matches and there is no default."""
+    try:
+        return route_source(routing, group_labels(payload))
+    except InputError as error:
+        raise HTTPException(409, str(error)) from None
 
 
 def receive(payload: AlertmanagerPayload, client: VerityClient) -> HookAnswer:
@@ -72,7 +81,7 @@ def receive(payload: AlertmanagerPayload, client: VerityClient) -> HookAnswer:
         group = store.resolve_alert_group(tenant_id=tenant, group_key=payload.groupKey)
         return _answer(AlertOutcome.RESOLVED, group)
     routing = tenant_routing(tenant)
-    source = route_source(routing, group_labels(payload))
+    source = _source(routing, payload)
     outcome, group = store.claim_alert_group(
         tenant_id=tenant, dedupe_key=dedupe_key(payload), group_key=payload.groupKey,
         alertname=alert_name(payload), window_s=routing.window_s,

@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 from models.alert import Alert, AlertmanagerPayload
 from pipeline.errors import InputError
@@ -64,9 +64,12 @@ def alert_name(payload: AlertmanagerPayload) -> str:
 
 
 def starts_at(payload: AlertmanagerPayload) -> datetime:
-    """When the group began firing: its earliest firing alert's `startsAt` (the run's time)."""
+    """When the group began firing, in UTC: its earliest firing alert's `startsAt` (the run's
+    time; a time without an offset is taken as UTC)."""
     alerts = firing(payload) or payload.alerts
-    return min(alert.startsAt for alert in alerts)
+    earliest = min(alert.startsAt.replace(tzinfo=alert.startsAt.tzinfo or UTC)
+                   for alert in alerts)
+    return earliest.astimezone(UTC)
 
 
 def dedupe_key(payload: AlertmanagerPayload) -> str:

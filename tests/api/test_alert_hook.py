@@ -237,7 +237,7 @@ def test_a_revoked_token_and_a_tenant_without_routing_start_nothing(
         refused = _post(http, alertmanager("revoked"))
         unrouted = _post(other, alertmanager("revoked"))
     assert refused.status_code == 401
-    assert unrouted.status_code == 422
+    assert unrouted.status_code == 409
     assert "has no alert routing" in unrouted.json()["error"]
     assert world.query("SELECT count(*) FROM alert_group WHERE group_key LIKE '%revoked%'") \
         == [(0,)]
