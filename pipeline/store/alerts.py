@@ -103,9 +103,11 @@ class Alerts:
 
     def attach_alert_run(self, receipt_id: str, *, run_id: str, alert: RunAlert) -> None:
         with self._db.write() as session:
-            session.execute(update(AlertGroupRow)
-                            .where(AlertGroupRow.receipt_id == receipt_id)
-                            .values(run_id=run_id))
+            resolved_at = session.execute(
+                update(AlertGroupRow).where(AlertGroupRow.receipt_id == receipt_id)
+                .values(run_id=run_id).returning(AlertGroupRow.resolved_at)).scalar()
+            if resolved_at is not None:  # resolved while its run was being created
+                alert = alert.model_copy(update={"resolved_at": resolved_at})
             session.execute(update(DiagnosisRunRow)
                             .where(DiagnosisRunRow.run_id == run_id)
                             .values(alert_json=alert.model_dump(mode="json")))

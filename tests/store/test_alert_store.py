@@ -89,3 +89,16 @@ def test_concurrent_claims_start_each_group_once_and_respect_the_cap(store: RunS
     groups = store.list_alert_groups(tenant_id=A)
     assert len(groups) == 10
     assert sum(g.outcome is AlertOutcome.STARTED for g in groups) == 7
+
+
+def test_a_group_resolved_before_its_run_is_attached_keeps_that_on_the_run(
+        store: RunStore) -> None:
+    _, group = _claim(store)
+    resolved_at = NOW + timedelta(minutes=1)
+    store.resolve_alert_group(tenant_id=A, group_key=group.group_key, now=resolved_at)
+    run_id = store.create_run(tenant_id=A, query="why?", intent=Intent.DIAGNOSIS)
+    store.attach_alert_run(group.receipt_id, run_id=run_id, alert=RunAlert(
+        receipt_id=group.receipt_id, group_key=group.group_key, alertname="HighErrorRate",
+        starts_at=NOW))
+    alert = store.get_run(run_id, tenant_id=A).alert
+    assert alert is not None and alert.resolved_at == resolved_at
