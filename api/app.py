@@ -28,6 +28,7 @@ from api import errors, routes
 from api.auth import limiter_for
 from api.deps import ApiState, ClientFactory
 from api.headers import SecurityHeaders
+from api.hooks import hooks
 from api.settings import ApiSettings
 from api.sources import document_sources
 from api.sse import FeedHub
@@ -122,7 +123,7 @@ def create_app(client_factory: ClientFactory, settings: ApiSettings | None = Non
 
     app.openapi = openapi  # type: ignore[method-assign]
     errors.install(app)
-    for router in (routes.public, routes.router, routes.metered):
+    for router in (routes.public, routes.router, routes.metered, hooks):
         app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=chosen.max_body_bytes)
     app.add_middleware(NoNul)

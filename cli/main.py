@@ -106,10 +106,16 @@ def show(
     result = _as_result(record)
     if result is None:
         _out.print(f"run {record.run_id}: {record.status.value} (node {record.node or '-'})")
-        return
-    print_result(_out, result, title=record.query)
-    print_invocations(_out, invocations)
-    print_usage(_out, attempts)
+    else:
+        print_result(_out, result, title=record.query)
+        print_invocations(_out, invocations)
+        print_usage(_out, attempts)
+    if record.alert is not None:
+        alert = record.alert
+        state = (f"resolved at {alert.resolved_at.isoformat()}" if alert.resolved_at
+                 else "not resolved")
+        _out.print(f"alert {alert.alertname} since {alert.starts_at.isoformat()}: {state}",
+                   markup=False)
 
 
 def _as_result(record: RunRecord) -> RunResult | None:

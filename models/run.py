@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
+from models.alert import RunAlert
 from models.bundle import FinalAnswer, ImportedAnswer
 from models.common import Contract, FallbackType, Intent, RunStatus, Verdict
 from models.evaluation import SelfEvaluation
@@ -76,6 +77,9 @@ class RunRecord(Contract):
     imported: ImportedAnswer | None = Field(
         default=None, description="The imported agent's answer as written, with its claims' "
         "spans; None for Verity's own runs.")
+    alert: RunAlert | None = Field(
+        default=None, description="The alert the run was started for (POST "
+        "/hooks/alertmanager) and when it resolved; None for other runs.")
     cancel_requested: bool = Field(default=False, description="Cancellation flag.")
     evidence_retry_count: int = Field(default=0, ge=0, description="Evidence retries done.")
     source: str | None = Field(default=None, serialization_alias="data_source",

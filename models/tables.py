@@ -116,6 +116,8 @@ class DiagnosisRunRow(Base):
     executor_output_raw: Mapped[str | None] = mapped_column(Text)
     # An imported run's answer as written, with its claims' spans (RunBundle.imported).
     imported_json: Mapped[dict[str, Any] | None] = mapped_column(_json())
+    # The alert a run was started for, and when it resolved (RunRecord.alert).
+    alert_json: Mapped[dict[str, Any] | None] = mapped_column(_json())
     # The runtime's working state between nodes (plan, transcript, pipeline outputs).
     state: Mapped[dict[str, Any] | None] = mapped_column(_json())
     # Where the run's tools read incident data (a scenario folder here).
@@ -282,3 +284,32 @@ class ApiTokenRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class AlertGroupRow(Base):
+    """`alert_group`: one firing alert group of a tenant (`POST /hooks/alertmanager`) and the
+    run it started, or `skipped` when over the tenant's hourly cap. The unique (tenant,
+    dedupe key) is what makes concurrent notifications of one group start one run."""
+
+    __tablename__ = "alert_group"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "dedupe_key"),
+        # The hourly cap and the receipts list: a tenant's groups by time.
+        Index("ix_alert_group_tenant_id_fired_at", "tenant_id", "fired_at"),
+        # A resolved notification finds its group.
+        Index("ix_alert_group_tenant_id_group_sha256", "tenant_id", "group_sha256"),
+    )
+
+    receipt_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(128))
+    # sha256 of the groupKey and the firing alerts' fingerprints (pipeline.alerting).
+    dedupe_key: Mapped[str] = mapped_column(String(64))
+    group_key: Mapped[str] = mapped_column(Text)
+    group_sha256: Mapped[str] = mapped_column(String(64))
+    alertname: Mapped[str] = mapped_column(String(64))
+    # started or skipped (AlertOutcome); the run is set once it is created.
+    outcome: Mapped[str] = mapped_column(String(16))
+    run_id: Mapped[str | None] = mapped_column(String(64))
+    fired_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    duplicates: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

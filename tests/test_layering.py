@@ -88,6 +88,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.rules", "pipeline.data"),
     ("pipeline.scenarios", "pipeline.importers"),
     ("pipeline.sources", "pipeline.tools"),
+    ("pipeline.alerting",),
     ("pipeline.run.cancellation",),
     ("pipeline.providers",),
     ("pipeline.run.attempts",),
@@ -117,6 +118,8 @@ own layer (siblings stay apart).
 - `pipeline.scenarios`: shipped scenario folders, read into records; beside it
   `pipeline.importers`: other agents' runs read into bundles (over the rules).
 - `pipeline.sources` (implement `DataSource`) beside `pipeline.tools` (call it).
+- `pipeline.alerting`: an alert notification to a run's question, source and group (pure, over
+  the sources file's tenant routing).
 - the model-call plumbing, each piece below its users: `run.cancellation` (the providers
   abandon a cancelled call), `pipeline.providers`, `run.attempts` (retries and attempt rows
   around any model), then `pipeline.agents` built on all of them.

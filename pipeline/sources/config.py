@@ -26,6 +26,21 @@ Service to selector (a tool's `service` argument on each backend), overridable p
     Kubernetes     namespaces = ["default"], service_selector = "app={service}"
 
 Relative paths (a scenario folder, the runbook folder) are read from the file's folder.
+
+Alerts (`POST /hooks/alertmanager`) start runs of a tenant on the source its routes pick:
+
+    [tenants."team-a".alerts]
+    window = "4h"              # the same group firing again within it starts nothing new
+    max_runs_per_hour = 20     # above it a group is recorded "skipped", never dropped silently
+    default_source = "prod"    # when no route matches (none: the alert is refused)
+    routes = [
+      { match = { cluster = "prod", severity = "page" }, source = "prod" },
+      { match = { cluster = "staging" }, source = "staging" },
+    ]
+
+A route matches when every one of its labels equals the alert group's label of that name (the
+group's common labels, else its first alert's); the first route that matches wins. Sources are
+names of `[sources]` (or `scenario:NAME`); an unknown one is a configuration error.
 """
 
 from __future__ import annotations
@@ -192,9 +207,70 @@ class SourceConfig(_Strict):
         return self
 
 
+LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+"""A Prometheus label name, as a route's matcher names it."""
+
+_DURATION = re.compile(r"^(\d{1,6})(s|m|h|d)$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_s(text: str) -> int:
+    """Seconds of a duration written `30s`, `15m`, `4h` or `1d`; ValueError otherwise."""
+    found = _DURATION.match(text.strip())
+    if found is None:
+        raise ValueError(f"duration {text!r} is not a number and a unit (s, m, h, d), e.g. 4h")
+    return int(found.group(1)) * _UNIT_S[found.group(2)]
+
+
+class AlertRoute(_Strict):
+    """One routing rule: alerts whose labels equal every matcher start runs on `source`."""
+
+    match: dict[str, str] = Field(
+        min_length=1, description="Label name to the value it must equal (all must).")
+    source: str = Field(min_length=1, description="The source a matching alert's run reads.")
+
+    @field_validator("match")
+    @classmethod
+    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not LABEL_NAME.match(name):
+                raise ValueError(f"matcher {name!r} is not a label name")
+        return value
+
+
+class AlertRouting(_Strict):
+    """How a tenant's alerts start runs: which source, how often, how many."""
+
+    window: str = Field(default="4h", description="Same group again within it: no new run.")
+    max_runs_per_hour: int = Field(
+        default=20, ge=1, le=100_000, description="Runs alerts may start per hour; above it "
+        "a group is recorded skipped.")
+    routes: tuple[AlertRoute, ...] = Field(default=(), description="First match wins.")
+    default_source: str | None = Field(default=None, description="When no route matches.")
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, value: str) -> str:
+        duration_s(value)
+        return value
+
+    @property
+    def window_s(self) -> int:
+        """The window in seconds."""
+        return duration_s(self.window)
+
+    def sources(self) -> list[str]:
+        """Every source the routing names."""
+        named = [route.source for route in self.routes]
+        return named + ([self.default_source] if self.default_source else [])
+
+
 class TenantConfig(_Strict):
     """One tenant's on-call settings (`[tenants."<tenant id>"]`): which source a run an alert
     starts reads, and where its answer goes."""
+
+    alerts: AlertRouting | None = Field(
+        default=None, description="Alerts start runs (POST /hooks/alertmanager).")
 
 
 class VerityConfig(_Strict):
@@ -229,6 +305,11 @@ class VerityConfig(_Strict):
         if self.default_source is not None and self.default_source not in self.sources \
                 and not self.default_source.startswith("scenario:"):
             raise ValueError(f"default_source {self.default_source!r} is not a configured source")
+        for tenant_id, tenant in self.tenants.items():
+            for name in tenant.alerts.sources() if tenant.alerts else ():
+                if name not in self.sources and not name.startswith("scenario:"):
+                    raise ValueError(f"tenants.{tenant_id}.alerts: source {name!r} is not a "
+                                     "configured source")
         return self
 
 
@@ -266,7 +347,10 @@ def load_config(path: str | Path | None = None) -> VerityConfig:
 
 
 __all__ = [
+    "LABEL_NAME",
     "SOURCE_NAME",
+    "AlertRoute",
+    "AlertRouting",
     "AlertmanagerBackend",
     "Backend",
     "BasicAuth",
@@ -277,7 +361,9 @@ __all__ = [
     "RunbookFolder",
     "SourceConfig",
     "TLS",
+    "TenantConfig",
     "VerityConfig",
     "config_path",
+    "duration_s",
     "load_config",
 ]

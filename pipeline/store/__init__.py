@@ -11,6 +11,7 @@ The only package of `pipeline/` that imports sqlalchemy. Its modules:
     leases      Leases (node leases, the attempt journal) over a backend's LeaseSql
     batches     Batches: re-verification selection, batches and items
     tokens      Tokens / PgTokens: API tokens
+    alerts      SqliteAlerts / PgAlerts: alert group records (one run per firing group)
     sweep       the reconciler's statements
     rows        row operations inside one transaction, shared by both backends
     convert     rows to contracts

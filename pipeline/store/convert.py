@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from models.alert import RunAlert
 from models.batch import BatchRecord, BatchStatus, ItemDetail, ItemRecord, ItemStatus, Selection
 from models.bundle import FinalAnswer, ImportedAnswer, RunBundle
 from models.common import FallbackType, Intent, RunStatus, Verdict
@@ -46,6 +47,11 @@ def imported_answer(raw: Any) -> ImportedAnswer | None:
     return ImportedAnswer.model_validate(raw) if raw is not None else None
 
 
+def run_alert(raw: Any) -> RunAlert | None:
+    """The stored `alert_json` document as the run's alert; None for none."""
+    return RunAlert.model_validate(raw) if raw is not None else None
+
+
 def record(row: Any, *, with_answer: bool = True, with_evaluation: bool = True,
             evaluation: SelfEvaluation | None = None) -> RunRecord:
     """The row (an ORM row, or a Core row with the same column names) as a record;
@@ -77,6 +83,7 @@ def record(row: Any, *, with_answer: bool = True, with_evaluation: bool = True,
         origin=row.source,
         origin_run_id=row.source_run_id,
         imported=imported_answer(row.imported_json),
+        alert=run_alert(row.alert_json),
         cancel_requested=row.cancel_requested,
         evidence_retry_count=row.evidence_retry_count,
         source=row.data_source,

@@ -16,6 +16,7 @@ from models.run import LlmAttempt, RunHead
 from models.tables import DiagnosisRunRow
 from pipeline.errors import RunNotFoundError, StaleStateError
 from pipeline.store import convert, pg, rows
+from pipeline.store.alerts import PgAlerts
 from pipeline.store.engine import Database
 from pipeline.store.leases import Leases, PgLeaseSql
 from pipeline.store.protocol import Capability
@@ -35,7 +36,8 @@ class PostgresStore(SqlStore):
         db = Database(engine)
         self._hot = pg.HotPath(db.fast)
         super().__init__(db, leases=Leases(PgLeaseSql(self._hot)),
-                         tokens=PgTokens(db, self._hot), run_deadline_s=run_deadline_s)
+                         tokens=PgTokens(db, self._hot), alerts=PgAlerts(db),
+                         run_deadline_s=run_deadline_s)
 
     def _insert_run(self, row: DiagnosisRunRow, *, state: dict[str, Any] | None,
                     data_source: str | None,

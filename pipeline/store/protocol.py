@@ -14,6 +14,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
+from models.alert import AlertGroup, AlertOutcome, RunAlert
 from models.batch import BatchRecord, ItemRecord, ItemResult, Selection
 from models.bundle import RunBundle, RunResult
 from models.common import Intent, RunStatus
@@ -430,6 +431,39 @@ class RunStore(AttemptJournal, Protocol):
     def revoke_token(self, token_id: str) -> bool:
         """Revoke a token: every later request with it is refused. False if there is no such
         token or it was revoked already."""
+        ...
+
+    # -- alert groups ----------------------------------------------------------------------------
+
+    def claim_alert_group(
+        self, *, tenant_id: str, dedupe_key: str, group_key: str, alertname: str,
+        window_s: float, max_per_hour: int, now: datetime | None = None,
+    ) -> tuple[AlertOutcome, AlertGroup]:
+        """Decide what a firing group does, in one transaction: `started` (a new record,
+        its run to be created and attached by the caller), `skipped` (a new record: the
+        tenant's groups started in the last hour reach `max_per_hour`) or `deduplicated`
+        (the group's record is younger than `window_s` and neither resolved nor skipped:
+        only its duplicate count moves). Of concurrent claims of one group exactly one
+        starts it (insert-or-nothing on the unique tenant and `dedupe_key`)."""
+        ...
+
+    def attach_alert_run(self, receipt_id: str, *, run_id: str, alert: RunAlert) -> None:
+        """Tie the started record to its run, and the alert to the run (`RunRecord.alert`)."""
+        ...
+
+    def release_alert_group(self, receipt_id: str) -> bool:
+        """Remove a record whose run could not be created (the notification is retried);
+        False if it is gone or has a run."""
+        ...
+
+    def resolve_alert_group(self, *, tenant_id: str, group_key: str,
+                            now: datetime | None = None) -> AlertGroup | None:
+        """Record a resolved notification on the group's latest record and its run (once:
+        the first resolved time is kept); None if the tenant has no record of the group."""
+        ...
+
+    def list_alert_groups(self, *, tenant_id: str, limit: int = 50) -> list[AlertGroup]:
+        """The tenant's alert group records, newest first."""
         ...
 
     # -- lifetime --------------------------------------------------------------------------------

@@ -19,8 +19,9 @@ reconciler) go by run id alone.
 
 A backend class adds what differs: the runtime's per-task statements (`create_run`,
 `get_node_input`, `commit_node`, `get_tool_call`, completing a tool call) and its parts' SQL.
-Leases and the attempt journal (`Leases`), batches (`Batches`) and API tokens (`Tokens`) are
-parts a store is made of; its methods of the same names hand over to them.
+Leases and the attempt journal (`Leases`), batches (`Batches`), API tokens (`Tokens`) and
+alert groups (`Alerts`) are parts a store is made of; its methods of the same names hand
+over to them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from uuid import uuid4
 from sqlalchemy import Engine, and_, select, text, update
 from sqlalchemy.orm import defer
 
+from models.alert import AlertGroup, AlertOutcome, RunAlert
 from models.batch import BatchRecord, ItemRecord, ItemResult, Selection
 from models.bundle import RunBundle, RunResult
 from models.common import Intent, RunStatus
@@ -44,6 +46,7 @@ from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvoc
 from models.token import ApiToken
 from pipeline.errors import RunNotFoundError, StaleStateError, StoreError
 from pipeline.store import convert, rows, sweep
+from pipeline.store.alerts import Alerts
 from pipeline.store.batches import PAGE, Batches
 from pipeline.store.engine import NO_SYNC, TERMINAL, Database
 from pipeline.store.leases import LeaseOutcome, Leases
@@ -58,7 +61,7 @@ class SqlStore(RunStore):
 
     capabilities: frozenset[Capability] = frozenset()
 
-    def __init__(self, db: Database, *, leases: Leases, tokens: Tokens,
+    def __init__(self, db: Database, *, leases: Leases, tokens: Tokens, alerts: Alerts,
                  run_deadline_s: float = DEFAULT_RUN_DEADLINE_S) -> None:
         """A store on `db` (schema at head) made of its parts; `run_deadline_s`: the deadline
         of a run created without one of its own."""
@@ -67,6 +70,7 @@ class SqlStore(RunStore):
         self.leases = leases
         self.batches = Batches(db)
         self.tokens = tokens
+        self.alerts = alerts
 
     @property
     def engine(self) -> Engine:
@@ -595,3 +599,30 @@ class SqlStore(RunStore):
     def revoke_token(self, token_id: str) -> bool:
         """See `Tokens.revoke_token`."""
         return self.tokens.revoke_token(token_id)
+
+    def claim_alert_group(
+        self, *, tenant_id: str, dedupe_key: str, group_key: str, alertname: str,
+        window_s: float, max_per_hour: int, now: datetime | None = None,
+    ) -> tuple[AlertOutcome, AlertGroup]:
+        """See `Alerts.claim_alert_group`."""
+        return self.alerts.claim_alert_group(
+            tenant_id=tenant_id, dedupe_key=dedupe_key, group_key=group_key,
+            alertname=alertname, window_s=window_s, max_per_hour=max_per_hour, now=now)
+
+    def attach_alert_run(self, receipt_id: str, *, run_id: str, alert: RunAlert) -> None:
+        """See `Alerts.attach_alert_run`."""
+        self.alerts.attach_alert_run(receipt_id, run_id=run_id, alert=alert)
+
+    def release_alert_group(self, receipt_id: str) -> bool:
+        """See `Alerts.release_alert_group`."""
+        return self.alerts.release_alert_group(receipt_id)
+
+    def resolve_alert_group(self, *, tenant_id: str, group_key: str,
+                            now: datetime | None = None) -> AlertGroup | None:
+        """See `Alerts.resolve_alert_group`."""
+        return self.alerts.resolve_alert_group(tenant_id=tenant_id, group_key=group_key,
+                                               now=now)
+
+    def list_alert_groups(self, *, tenant_id: str, limit: int = 50) -> list[AlertGroup]:
+        """See `Alerts.list_alert_groups`."""
+        return self.alerts.list_alert_groups(tenant_id=tenant_id, limit=limit)

@@ -13,6 +13,7 @@ from models.run import LlmAttempt, RunHead
 from models.tables import DiagnosisRunRow
 from pipeline.errors import RunNotFoundError, StaleStateError
 from pipeline.store import convert, rows, statements
+from pipeline.store.alerts import SqliteAlerts
 from pipeline.store.engine import Database
 from pipeline.store.leases import CoreLeaseSql, Leases
 from pipeline.store.protocol import Capability
@@ -32,6 +33,7 @@ class SqliteStore(SqlStore):
         """Wrap a SQLite engine whose schema is already at head; prefer `open_store`."""
         db = Database(engine)
         super().__init__(db, leases=Leases(CoreLeaseSql(db)), tokens=Tokens(db),
+                         alerts=SqliteAlerts(db),
                          run_deadline_s=run_deadline_s)
 
     def _insert_run(self, row: DiagnosisRunRow, *, state: dict[str, Any] | None,

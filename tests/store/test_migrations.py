@@ -75,7 +75,7 @@ def _backs_constraint(index: Any) -> bool:
 
 def test_migrated_schema_equals_the_table_metadata(engine: Engine) -> None:
     upgrade_schema(engine)
-    assert _revision(engine) == _head() == "0008"
+    assert _revision(engine) == _head() == "0009"
     assert _diffs(engine) == []
 
 
@@ -180,6 +180,7 @@ def test_imported_answer__0008_adds_imported_json_and_downgrades_without_it(
     assert "imported_json" not in _columns(engine, "diagnosis_run")
     _upgrade_to(engine, "0008")
     assert "imported_json" in _columns(engine, "diagnosis_run")
+    _upgrade_to(engine, "0009")  # the store reads the head's columns
     assert _diffs(engine) == []
     with store_for(engine) as store:
         old = store.get_run("old-1", tenant_id=TENANT)
@@ -190,3 +191,27 @@ def test_imported_answer__0008_adds_imported_json_and_downgrades_without_it(
     with engine.connect() as connection:
         kept = connection.execute(text("SELECT source FROM diagnosis_run")).scalars().all()
     assert kept == ["verify"]
+
+
+def test_alert_groups__0009_adds_alert_group_and_alert_json_and_downgrades_without(
+        engine: Engine) -> None:
+    _upgrade_to(engine, "0008")
+    insert = text(
+        "INSERT INTO diagnosis_run (run_id, tenant_id, query, intent, status, source, "
+        "created_at, updated_at) VALUES ('old-1', :tenant, 'why?', 'DIAGNOSIS', 'SUCCESS', "
+        "'run', :now, :now)")
+    with engine.begin() as connection:
+        connection.execute(insert, {"tenant": TENANT, "now": datetime.now(UTC)})
+    assert "alert_group" not in inspect(engine).get_table_names()
+    _upgrade_to(engine, "0009")
+    assert "alert_json" in _columns(engine, "diagnosis_run")
+    assert _diffs(engine) == []
+    with store_for(engine) as store:
+        assert store.get_run("old-1", tenant_id=TENANT).alert is None
+        assert store.list_alert_groups(tenant_id=TENANT) == []
+    _downgrade_to(engine, "0008")
+    assert "alert_group" not in inspect(engine).get_table_names()
+    assert "alert_json" not in _columns(engine, "diagnosis_run")
+    with engine.connect() as connection:
+        kept = connection.execute(text("SELECT run_id FROM diagnosis_run")).scalars().all()
+    assert kept == ["old-1"]
