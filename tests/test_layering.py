@@ -88,6 +88,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.rules", "pipeline.data"),
     ("pipeline.scenarios", "pipeline.importers"),
     ("pipeline.sources", "pipeline.tools"),
+    ("pipeline.notify",),
     ("pipeline.run.cancellation",),
     ("pipeline.providers",),
     ("pipeline.run.attempts",),
@@ -116,7 +117,8 @@ own layer (siblings stay apart).
   `DataSource` protocol and its queries, the runbook index): neither reads the other.
 - `pipeline.scenarios`: shipped scenario folders, read into records; beside it
   `pipeline.importers`: other agents' runs read into bundles (over the rules).
-- `pipeline.sources` (implement `DataSource`) beside `pipeline.tools` (call it).
+- `pipeline.sources` (implement `DataSource`) beside `pipeline.tools` (call it); then
+  `pipeline.notify` (announces released runs to the targets the sources file configures).
 - the model-call plumbing, each piece below its users: `run.cancellation` (the providers
   abandon a cancelled call), `pipeline.providers`, `run.attempts` (retries and attempt rows
   around any model), then `pipeline.agents` built on all of them.
