@@ -96,6 +96,8 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout_s: float,
     except httpx.TransportError as exc:
         return SendResult("retry", error=f"cannot connect: {type(exc).__name__}: "
                                          f"{_one_line(str(exc))}")
+    except httpx.InvalidURL as exc:  # a URL the sources file let through but httpx refuses
+        return SendResult("failed", error=f"invalid URL: {_one_line(str(exc))}")
     return classify(response.status_code, response.headers)
 
 

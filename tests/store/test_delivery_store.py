@@ -8,6 +8,7 @@ from datetime import timedelta
 from models.common import Intent
 from models.delivery import DeliveryStatus, NewDelivery
 from pipeline.errors import RunNotFoundError
+from pipeline.run.reconciler import SweepReport, redrive_deliveries
 from pipeline.store import RunStore
 from pipeline.store.rows import utc_now
 from tests.store.samples import QUERY, make_result
@@ -119,3 +120,16 @@ def test_due_deliveries_finds_pending_ones_whose_message_was_lost(store: RunStor
     assert store.due_deliveries(older_than_s=60, limit=10, now=now) == []
     assert store.due_deliveries(older_than_s=60, limit=10,
                                 now=now + timedelta(seconds=61)) == ["d" * 32]
+
+
+def test_the_reconciler_resends_lost_and_abandoned_deliveries_only(store: RunStore) -> None:
+    _finished(store, _new("a" * 32), _new("b" * 32), _new("c" * 32))
+    now = utc_now()
+    assert store.claim_delivery("b" * 32, owner="dead", lease_s=1, now=now) is not None
+    assert store.claim_delivery("c" * 32, owner="alive", lease_s=600, now=now) is not None
+    sent: list[str] = []
+    report = SweepReport()
+    redrive_deliveries(store, send=sent.append, stale_after_s=5, limit=10, report=report,
+                       now=now + timedelta(seconds=6))
+    assert sorted(sent) == ["a" * 32, "b" * 32]  # lost message, expired claim; not the live one
+    assert report.deliveries_resent == 2
