@@ -44,8 +44,8 @@ def deliver_notification(self: Task, delivery_id: str) -> dict[str, Any]:
     delivery = deliver(runtime.store, delivery_id, owner=WORKER_ID,
                        lease_s=settings.notify_lease_s,
                        public_url=settings.public_url)
-    if delivery is None:
-        return {"delivery_id": delivery_id, "status": "missing"}
+    if delivery is None:  # not due, final, or another worker's now: nothing to schedule
+        return {"delivery_id": delivery_id, "attempted": False}
     _schedule_next(delivery)
     return {"delivery_id": delivery_id, "status": delivery.status.value,
             "attempts": delivery.attempts}

@@ -49,12 +49,12 @@ class SendResult:
 def deliver(store: RunStore, delivery_id: str, *, owner: str, lease_s: float,
             public_url: str | None, env: Mapping[str, str] | None = None,
             transport: httpx.BaseTransport | None = None) -> Delivery | None:
-    """Make one attempt of the delivery if it is due and free; the delivery as it stands after
-    (None if there is no such delivery). A delivery that is final, not yet due or claimed by
-    a live worker is returned untouched: nothing is posted."""
+    """Make one attempt of the delivery if it is due and free; the delivery as the attempt
+    left it. None, and nothing posted, if no attempt was made: the delivery is final, not yet
+    due, claimed by a live worker, or unknown (so a duplicate message schedules nothing)."""
     claimed = store.claim_delivery(delivery_id, owner=owner, lease_s=lease_s)
     if claimed is None:
-        return store.get_delivery(delivery_id)
+        return None
     delivery, number = claimed
     try:
         url, body, headers = build_request(store, delivery, public_url=public_url,
