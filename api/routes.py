@@ -30,6 +30,7 @@ from api.schemas import (
     CreateCheck,
     CreatedRun,
     CreateRun,
+    DeliveryList,
     ErrorBody,
     EventPage,
     Health,
@@ -193,6 +194,13 @@ async def run_events(
         return JSONResponse(page.model_dump(mode="json"))
     await run_in_threadpool(client.get, run_id)  # 404 before the stream starts
     return EventStream(state_of(request).hub.frames(client, run_id, after=start))
+
+
+@router.get("/runs/{run_id}/deliveries", response_model=DeliveryList, tags=["runs"],
+            responses=_ERRORS)
+def run_deliveries(run_id: str, who: CallerDep) -> DeliveryList:
+    """The run's notification deliveries: target (no secrets), status, every attempt."""
+    return DeliveryList(run_id=run_id, deliveries=who.client.deliveries(run_id))
 
 
 @router.get("/runs/{run_id}/bundle", response_model=RunBundle, tags=["runs"],

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from models.batch import BatchRecord, Selection
 from models.bundle import ImportFormat
 from models.common import RunStatus, UtcTime
+from models.delivery import Delivery
 from models.run import RunEvent, RunRecord
 
 VerdictLabel = Literal["PASS", "LOW_CONFID", "REJECT", "null"]
@@ -107,6 +108,13 @@ class EventPage(BaseModel):
     run_id: str = Field(description="Run id.")
     status: RunStatus = Field(description="The run's status when read.")
     events: list[RunEvent] = Field(description="Events with seq > after, ascending.")
+
+
+class DeliveryList(BaseModel):
+    """The run's notification deliveries (`GET /runs/{id}/deliveries`), oldest first."""
+
+    run_id: str = Field(description="Run id.")
+    deliveries: list[Delivery] = Field(description="One per notified target, with attempts.")
 
 
 class Cancelled(BaseModel):

@@ -20,7 +20,7 @@ from typer.exceptions import Abort, TyperException
 
 from cli import batch, check, runs, serve, sources, tokens
 from cli.inputs import VerifyProvider, emit_json, open_run_store, read_input, verify_models
-from cli.render import print_invocations, print_result, print_usage
+from cli.render import print_deliveries, print_invocations, print_result, print_usage
 from cli.runs import TenantOption, tenant_of
 from cli.schemas import SCHEMAS
 from models.bundle import RunResult
@@ -78,13 +78,15 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     tenant: TenantOption = None,
 ) -> None:
-    """Print a stored run: its answer, verdict, claims, tool calls and model attempts."""
+    """Print a stored run: its answer, verdict, claims, tool calls, model attempts and
+    notification deliveries."""
     owner = tenant_of(tenant)
     with open_run_store() as run_store:
         record = run_store.get_run(run_id, tenant_id=owner)  # the tenant's, or not found
         invocations = run_store.list_invocations(run_id)
         attempts = run_store.list_attempts(run_id)
         events = run_store.events_since(run_id, 0, tenant_id=owner)
+        deliveries = run_store.list_deliveries(run_id, tenant_id=owner)
     if as_json:
         payload = record.model_dump(mode="json")
         payload["invocations"] = [
@@ -101,6 +103,7 @@ def show(
             "cost_usd": round(sum(a.cost_usd for a in attempts), 6),
         }
         payload["events"] = [e.model_dump(mode="json") for e in events]
+        payload["deliveries"] = [d.model_dump(mode="json") for d in deliveries]
         emit_json(payload)
         return
     result = _as_result(record)
@@ -116,6 +119,7 @@ def show(
                  else "not resolved")
         _out.print(f"alert {alert.alertname} since {alert.starts_at.isoformat()}: {state}",
                    markup=False)
+    print_deliveries(_out, deliveries)
 
 
 def _as_result(record: RunRecord) -> RunResult | None:

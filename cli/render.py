@@ -11,6 +11,7 @@ from rich.text import Text
 
 from models.bundle import FinalAnswer, RunResult
 from models.invocation import ToolInvocation
+from models.delivery import Delivery
 from models.run import LlmAttempt
 
 _VERDICT_STYLE = {"PASS": "bold green", "LOW_CONFID": "bold yellow", "REJECT": "bold red"}
@@ -93,6 +94,29 @@ def print_invocations(console: Console, invocations: Sequence[ToolInvocation]) -
         table.add_row(i.tool_name, arguments, str(i.status), str(i.evidence_status or ""),
                       i.error or "")
     console.print(table)
+
+
+def delivery_target(delivery: Delivery) -> str:
+    """Where a delivery goes, without secrets: the webhook URL, or Slack's variable name."""
+    if delivery.kind == "slack":
+        return f"slack (${delivery.target.get('url_env', '?')})"
+    return f"webhook {delivery.target.get('url', '?')}"
+
+
+def print_deliveries(console: Console, deliveries: Sequence[Delivery]) -> None:
+    """The run's notification deliveries, one line each: target, status, attempts (with how
+    each ended) and the last error."""
+    if not deliveries:
+        return
+    console.print("Notifications", style="bold")
+    for d in deliveries:
+        ended = ", ".join(f"{a.outcome} {a.status_code}" if a.status_code else a.outcome
+                          for a in d.history)
+        line = Text(f"  {delivery_target(d)}: {d.status.value}, "
+                    f"{d.attempts}/{d.max_attempts} attempts ({ended or 'none yet'})")
+        if d.last_error:
+            line.append(f"; {d.last_error}")
+        console.print(line)
 
 
 def print_usage(console: Console, attempts: Sequence[LlmAttempt]) -> None:

@@ -25,6 +25,7 @@ from client.wait import wait_for_end
 from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
 from models.check import CheckReport
+from models.delivery import Delivery
 from models.run import RunEvent, RunRecord
 from pipeline.errors import (
     BatchNotFoundError,
@@ -88,6 +89,11 @@ class HttpVerityClient:
     def get(self, run_id: str) -> RunRecord:
         """The run as stored now; RunNotFoundError if the tenant has no such run."""
         return RunRecord.model_validate(self._call("GET", f"/runs/{run_id}", ident=run_id))
+
+    def deliveries(self, run_id: str) -> list[Delivery]:
+        """The run's notification deliveries with their attempts."""
+        page = self._call("GET", f"/runs/{run_id}/deliveries", ident=run_id)
+        return [Delivery.model_validate(d) for d in page["deliveries"]]
 
     def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
         """The run's events with seq > after."""

@@ -40,6 +40,7 @@ from models.batch import BatchRecord, Selection
 from models.bundle import RunBundle
 from models.check import CheckReport
 from models.common import RunStatus
+from models.delivery import Delivery
 from models.run import RunEvent, RunRecord
 from models.state import RuntimeState
 from pipeline.checks import check as check_answer
@@ -160,6 +161,11 @@ class VerityClient:
     def get(self, run_id: str) -> RunRecord:
         """The tenant's run as stored now; RunNotFoundError if the tenant has no such run."""
         return self.runtime.store.get_run(run_id, tenant_id=self.tenant)
+
+    def deliveries(self, run_id: str) -> list[Delivery]:
+        """The tenant's run's notification deliveries with their attempts; RunNotFoundError
+        if the tenant has no such run."""
+        return self.runtime.store.list_deliveries(run_id, tenant_id=self.tenant)
 
     def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
         """The tenant's run's orchestration events with seq > after."""

@@ -313,3 +313,53 @@ class AlertGroupRow(Base):
     fired_at: Mapped[datetime] = mapped_column(UtcDateTime())
     duplicates: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class DeliveryRow(Base):
+    """`delivery`: one notification of a finished run to one configured target, written in
+    the transaction that ends the run; its id is the Idempotency-Key every attempt sends."""
+
+    __tablename__ = "delivery"
+    __table_args__ = (
+        # The reconciler's sweep: deliveries not final, by when they are due.
+        Index("ix_delivery_status_next_attempt_at", "status", "next_attempt_at"),
+    )
+
+    delivery_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    run_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("diagnosis_run.run_id", ondelete="CASCADE"), index=True
+    )
+    tenant_id: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    # The target's settings from the sources file: URLs and the names of secret variables.
+    target: Mapped[dict[str, Any]] = mapped_column(_json())
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    max_attempts: Mapped[int] = mapped_column(Integer)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # Who posts it now and until when (SENDING); an expired claim is taken over.
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    delivered_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class DeliveryAttemptRow(Base):
+    """`delivery_attempt`: one POST of a delivery, written `in_flight` before it is sent."""
+
+    __tablename__ = "delivery_attempt"
+    __table_args__ = (UniqueConstraint("delivery_id", "number"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("delivery.delivery_id", ondelete="CASCADE")
+    )
+    number: Mapped[int] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(16))
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    retry_after_s: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

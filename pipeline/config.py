@@ -104,6 +104,16 @@ class VeritySettings(BaseSettings):
     reconcile_limit: int = Field(
         default=200, gt=0, description="Runs each kind of reconciler action handles per sweep."
     )
+    public_url: str | None = Field(
+        default=None, pattern=r"^https?://",
+        description="Where the page is served for the team (`VERITY_PUBLIC_URL`): notifications "
+        "link to `<url>/#/runs/<id>`; unset, they carry no link.",
+    )
+    notify_lease_s: float = Field(
+        default=60.0, gt=0,
+        description="How long one delivery attempt holds its claim (at least twice the "
+        "target's timeout): a worker that dies mid-POST frees it after this.",
+    )
     store_retry_budget_s: float = Field(
         default=120.0, ge=0,
         description="Seconds a task keeps retrying an unreachable database, counted from its "

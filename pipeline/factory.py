@@ -23,6 +23,7 @@ from pipeline.agents.planner import OfflinePlanner, classify_intent
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.config import VeritySettings, resolve_database_url
 from pipeline.model import Model
+from pipeline.notify.plan import tenant_targets
 from pipeline.providers.messages import MessagesProvider
 from pipeline.providers.pricing import load_prices
 from pipeline.run.attempts import Retrying, RetryPolicy
@@ -152,6 +153,7 @@ def build_runtime(
         settings=settings,
         source_loader=load_source,
         graph=graph,
+        notify_targets=tenant_targets,
     )
 
 

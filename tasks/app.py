@@ -24,7 +24,8 @@ class _AMQP(AMQP):
         return SentEventDispatcher(app=self.app, enabled=False)
 
 
-app = Celery("verity", include=["tasks.nodes", "tasks.reconcile", "tasks.batch"], amqp=_AMQP)
+app = Celery("verity", include=["tasks.nodes", "tasks.reconcile", "tasks.batch", "tasks.notify"],
+             amqp=_AMQP)
 app.config_from_object("celeryconfig")
 
 PUBLISH_ERRORS: tuple[type[BaseException], ...] = (

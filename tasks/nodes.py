@@ -83,6 +83,10 @@ class StoreRetryingTask(Task):
                          headers={**headers, FIRST_TRY_HEADER: first})
 
 
+DELIVER_TASK = "verity.notify.deliver"
+"""The task that makes one attempt of a notification delivery (tasks/notify.py)."""
+
+
 def node_task_id(run_id: str, node: str, key: int | str) -> str:
     """The id of the message that runs `node` (a graph node, `coordinate` or `tool`) of the
     run: `key` is the version it runs at, or the tool call's id for `tool`."""
@@ -102,6 +106,8 @@ def pending_task_ids(run_id: str, version: int, step: NextStep | None) -> list[s
 def dispatch(run_id: str, outcome: NodeOutcome) -> None:
     """Send what `outcome` asks for: a node, or the tool chord whose body re-enters the
     coordinator."""
+    if outcome.deliveries:
+        _send_deliveries(outcome.deliveries)
     step = outcome.next
     if step is None or outcome.kind not in ("committed", "redispatch"):
         return
@@ -121,6 +127,17 @@ def dispatch(run_id: str, outcome: NodeOutcome) -> None:
     NODE_TASKS[step.node].apply_async(
         (run_id, outcome.version), task_id=node_task_id(run_id, step.node, outcome.version)
     )
+
+
+def _send_deliveries(delivery_ids: tuple[str, ...]) -> None:
+    """Publish the first attempt of each delivery the run's release enqueued; one that cannot
+    be published now is the reconciler's (it is a PENDING row, due)."""
+    for delivery_id in delivery_ids:
+        try:  # by name: tasks.notify builds on this module
+            app.send_task(DELIVER_TASK, (delivery_id,))
+        except Exception:
+            logger.warning("delivery %s not sent now; the reconciler will", delivery_id,
+                           exc_info=True)
 
 
 def _tool_results_stored() -> bool:

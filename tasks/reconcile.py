@@ -13,7 +13,7 @@ import celery.beat
 from models.state import NextStep
 from pipeline.config import VeritySettings
 from pipeline.errors import StoreUnavailableError
-from pipeline.run.reconciler import SweepReport, sweep
+from pipeline.run.reconciler import SweepReport, redrive_deliveries, sweep
 from pipeline.run.runtime import NodeOutcome
 from pipeline.store import RunStore
 
@@ -37,12 +37,16 @@ def resend(run_id: str, version: int, step: NextStep) -> None:
 
 
 def run_sweep(store: RunStore, settings: VeritySettings) -> SweepReport:
-    """One sweep over `store` with the settings' threshold and limit: stalled runs, then
-    stalled re-verification batches (their chunks re-sent)."""
+    """One sweep over `store` with the settings' threshold and limit: stalled runs, lost or
+    abandoned notification deliveries, then stalled re-verification batches (their chunks
+    re-sent)."""
     report = sweep(store, resend=resend, stale_after_s=settings.reconcile_stale_s,
                    limit=settings.reconcile_limit)
     from tasks.batch import resend_stalled_batches
+    from tasks.notify import send_delivery
 
+    redrive_deliveries(store, send=send_delivery, stale_after_s=settings.reconcile_stale_s,
+                       limit=settings.reconcile_limit, report=report)
     resend_stalled_batches(store, stale_after_s=settings.reconcile_stale_s)
     return report
 

@@ -89,6 +89,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.scenarios", "pipeline.importers"),
     ("pipeline.sources", "pipeline.tools"),
     ("pipeline.alerting",),
+    ("pipeline.notify",),
     ("pipeline.run.cancellation",),
     ("pipeline.providers",),
     ("pipeline.run.attempts",),
@@ -120,6 +121,7 @@ own layer (siblings stay apart).
 - `pipeline.sources` (implement `DataSource`) beside `pipeline.tools` (call it).
 - `pipeline.alerting`: an alert notification to a run's question, source and group (pure, over
   the sources file's tenant routing).
+- `pipeline.notify`: announces released runs to the targets the sources file configures.
 - the model-call plumbing, each piece below its users: `run.cancellation` (the providers
   abandon a cancelled call), `pipeline.providers`, `run.attempts` (retries and attempt rows
   around any model), then `pipeline.agents` built on all of them.

@@ -1,6 +1,6 @@
 // The run view: the nodes as their events arrive, then the answer, every claim with its
 // verification class beside the evidence it is bound to, the Gatekeeper's failed bindings
-// and the evidence gaps. A run of origin `import` (another agent's answer, checked) shows as
+// and the evidence gaps, then where the answer was sent (notification deliveries). A run of origin `import` (another agent's answer, checked) shows as
 // check.js lays it out.
 
 import { api, ApiError, followEvents } from "./api.js";
@@ -52,6 +52,30 @@ export async function showRun(root, runId, { signal, notify }) {
   ]);
   setStatus(parts, done);
   renderResult(parts.result, done, bundle);
+  const sent = await api(`/runs/${encodeURIComponent(runId)}/deliveries`, { signal })
+    .catch((error) => { notify(error.message); return null; });
+  if (sent?.deliveries?.length) parts.result.append(deliveriesSection(sent.deliveries));
+}
+
+// Where the answer went: each notification target (never a secret), its status, and every
+// attempt with the receiver's answer or the error.
+function deliveriesSection(deliveries) {
+  const list = el("ul", { id: "deliveries", class: "deliveries" });
+  for (const delivery of deliveries) {
+    const where = delivery.kind === "slack"
+      ? `Slack ($${delivery.target.url_env ?? "?"})` : `webhook ${delivery.target.url ?? "?"}`;
+    const attempts = el("ol", { class: "attempts" });
+    for (const attempt of delivery.history) {
+      attempts.append(el("li", { dataset: { outcome: attempt.outcome } },
+        `${attempt.outcome}${attempt.status_code ? ` (HTTP ${attempt.status_code})` : ""}`,
+        attempt.error ? ` — ${attempt.error}` : "", ` · ${when(attempt.started_at)}`));
+    }
+    list.append(el("li", { dataset: { delivery: delivery.delivery_id } },
+      el("strong", {}, where), " ", badge("delivery", delivery.status),
+      ` ${delivery.attempts}/${delivery.max_attempts} attempts`,
+      delivery.last_error ? el("p", { class: "error" }, delivery.last_error) : "", attempts));
+  }
+  return section("Notifications", list);
 }
 
 export function originMark() {

@@ -11,6 +11,11 @@ that made no progress for `stale_after_s` and hold no live node lease:
 
 Every action is a `run_event` of node `reconcile`, written by the store. Nothing here knows
 about a broker: `tasks/reconcile.py` passes a `resend` that publishes with Celery.
+
+Notification deliveries are re-driven the same way (`redrive_deliveries`): a PENDING delivery
+due for `stale_after_s` (its message was lost) or a SENDING one whose claim expired (its worker
+died mid-POST) is sent again; the claim in the store decides who posts, so a delivery re-sent
+twice is still posted once at a time.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ RUN_STATE_INVALID = "RUN_STATE_INVALID"
 
 Resend = Callable[[str, int, NextStep], None]
 """Send `(run_id, version, step)` again; raises if it could not be sent."""
+SendDelivery = Callable[[str], None]
+"""Send one attempt of a delivery by id; raises if it could not be sent."""
 
 
 class SweepStore(Protocol):
@@ -75,6 +82,8 @@ class SweepReport:
     """Runs without a next step, ended FAILED (RUN_STATE_INVALID)."""
     resend_errors: int = 0
     """Claimed runs whose re-send raised; they are claimed again once stale."""
+    deliveries_resent: int = 0
+    """Notification deliveries due or abandoned whose attempt was sent again."""
 
     def as_dict(self) -> dict[str, int]:
         """The counts by name (a task result, a log line)."""
@@ -127,3 +136,25 @@ def _reconcile(store: SweepStore, run: StalledRun, *, resend: Resend,
         report.resend_errors += 1
         return
     report.resent += 1
+
+
+class DeliveryStore(Protocol):
+    """What re-driving deliveries needs of the run store."""
+
+    def due_deliveries(self, *, older_than_s: float, limit: int,
+                       now: datetime | None = None) -> list[str]:
+        """Deliveries whose message was lost or whose claim expired."""
+        ...
+
+
+def redrive_deliveries(store: DeliveryStore, *, send: SendDelivery, stale_after_s: float,
+                       limit: int, report: SweepReport, now: datetime | None = None) -> None:
+    """Send again each delivery due for `stale_after_s` seconds or abandoned mid-POST."""
+    for delivery_id in store.due_deliveries(older_than_s=stale_after_s, limit=limit, now=now):
+        try:
+            send(delivery_id)
+        except BrokerUnavailableError as exc:
+            logger.warning("reconciler: broker unavailable, deliveries left: %s", exc)
+            report.resend_errors += 1
+            return
+        report.deliveries_resent += 1

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from models.agent import PreviousTurn, ToolCallRequest
+from models.bundle import RunResult
 from models.common import Intent, RunStatus
+from models.delivery import NewDelivery
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from models.run import RunHead
 from models.state import NextStep, PipelineState, RuntimeState
@@ -29,12 +31,15 @@ from pipeline.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from pipeline.notify.plan import plan_deliveries
+from pipeline.rules.notify import ALERT_ORIGIN
 from pipeline.run.attempts import RetryPolicy
 from pipeline.run.cancellation import CancelToken
 from pipeline.run.evaluation import run_result
 from pipeline.run.graph import GRAPH, Graph
 from pipeline.run.lease import LeaseKeeper
 from pipeline.run.nodes.common import NodeContext, NodeInput, Step
+from pipeline.sources.config import NotifyTarget
 from pipeline.store import RunStore
 from pipeline.tools.registry import ToolRegistry, clean_error, run_tool
 
@@ -60,6 +65,9 @@ class NodeOutcome:
     kind: OutcomeKind
     version: int
     next: NextStep | None = None
+    deliveries: tuple[str, ...] = ()
+    """Notification deliveries the run's release enqueued: to send now (the reconciler
+    re-drives any whose message is lost)."""
 
 
 @dataclass
@@ -75,6 +83,8 @@ class Runtime:
     """The graph to drive; benchmarks drive one with instant bodies."""
     leases: LeaseKeeper | None = None
     """Node leases for the nodes that call models; built on first use from the settings."""
+    notify_targets: Callable[[str], Sequence[NotifyTarget]] = lambda _tenant: ()
+    """A tenant's notification targets (the sources file's); none by default."""
 
     # -- entry points ---------------------------------------------------------------------
 
@@ -318,11 +328,29 @@ class Runtime:
         record = inp.head
         result = run_result(record.run_id, inp.state.pipeline, inp.invocations,
                             prompts_used=inp.state.prompts_used)
+        deliveries = self._plan_deliveries(record, result)
         try:
-            released = self.store.finalize(record.run_id, result, expected_version=record.version)
+            released = self.store.finalize(record.run_id, result, expected_version=record.version,
+                                           deliveries=deliveries)
         except StaleStateError:
             return NodeOutcome("stale", record.version)
-        return NodeOutcome("committed" if released else "cancelled", record.version + 1)
+        if not released:
+            return NodeOutcome("cancelled", record.version + 1)
+        return NodeOutcome("committed", record.version + 1,
+                           deliveries=tuple(d.delivery_id for d in deliveries))
+
+    def _plan_deliveries(self, record: RunHead, result: RunResult) -> list[NewDelivery]:
+        """The deliveries the release enqueues; the run's origin is read only when a rule
+        asks for it ("alert")."""
+        targets = self.notify_targets(record.tenant_id)
+        if not targets:
+            return []
+        origin = "run"
+        if any(target.when == ALERT_ORIGIN for target in targets):
+            origin = self.store.get_run(record.run_id, tenant_id=record.tenant_id).origin
+        return plan_deliveries(
+            record.run_id, targets, status=result.status,
+            verdict=result.verdict.value if result.verdict else None, origin=origin)
 
 
 def _dump(state: RuntimeState) -> dict[str, Any]:

@@ -17,6 +17,13 @@ files) that hold them.
     [sources.demo]
     scenario = "checkout-pool-exhaustion"
 
+    [tenants."team-a"]
+    notify = [
+      { type = "slack", url_env = "SLACK_WEBHOOK_URL", when = ["PASS", "LOW_CONFID"] },
+      { type = "webhook", url = "https://hooks.internal/verity",
+        secret_env = "VERITY_WEBHOOK_SECRET", when = "always" },
+    ]
+
 Service to selector (a tool's `service` argument on each backend), overridable per backend:
 
     Prometheus     service_selector = 'job="{service}"'   service_label = "job"
@@ -265,12 +272,60 @@ class AlertRouting(_Strict):
         return named + ([self.default_source] if self.default_source else [])
 
 
+NotifyOn = Literal["PASS", "LOW_CONFID", "REJECT", "FALLBACK"]
+"""A released run's verdict (PASS, LOW_CONFID, REJECT) or FALLBACK (a run that fell back)."""
+
+
+class _Target(_Strict):
+    """What every notification target has: when it is sent, how long a POST may take, and
+    how often it is tried before the delivery is FAILED."""
+
+    when: Literal["always", "alert"] | tuple[NotifyOn, ...] = Field(
+        description='Which released runs notify: "always", "alert" (runs an alert started), '
+        'or a list of verdicts and FALLBACK, e.g. ["PASS", "LOW_CONFID"].')
+    timeout_s: float = Field(
+        default=10.0, gt=0, le=30,
+        description="Per-POST timeout; keep VERITY_NOTIFY_LEASE_S at least twice it.")
+    max_attempts: int = Field(default=8, ge=1, le=50,
+                              description="POSTs before the delivery is FAILED.")
+    backoff_s: float = Field(
+        default=2.0, gt=0, le=3600,
+        description="Wait before the 2nd attempt; doubled each time (Retry-After wins).")
+
+    @field_validator("when")
+    @classmethod
+    def _some(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        if not value:
+            raise ValueError("when needs at least one of PASS, LOW_CONFID, REJECT, FALLBACK")
+        return value
+
+
+class SlackTarget(_Target):
+    """A Slack incoming webhook; its URL is a secret, read from `url_env`."""
+
+    type: Literal["slack"]
+    url_env: str = Field(min_length=1, description="Variable holding the webhook URL.")
+
+
+class WebhookTarget(_Target):
+    """A JSON webhook, each POST signed with HMAC-SHA256 by the secret in `secret_env`."""
+
+    type: Literal["webhook"]
+    url: str = Field(pattern=r"^https?://", description="Where to POST, http:// or https://.")
+    secret_env: str = Field(min_length=1, description="Variable holding the signing secret.")
+
+
+NotifyTarget = Annotated[SlackTarget | WebhookTarget, Field(discriminator="type")]
+
+
 class TenantConfig(_Strict):
     """One tenant's on-call settings (`[tenants."<tenant id>"]`): which source a run an alert
     starts reads, and where its answer goes."""
 
     alerts: AlertRouting | None = Field(
         default=None, description="Alerts start runs (POST /hooks/alertmanager).")
+    notify: tuple[NotifyTarget, ...] = Field(
+        default=(), description="Where released runs of the tenant are announced.")
 
 
 class VerityConfig(_Strict):
@@ -357,12 +412,16 @@ __all__ = [
     "BearerAuth",
     "KubernetesBackend",
     "LokiBackend",
+    "NotifyOn",
+    "NotifyTarget",
     "PrometheusBackend",
     "RunbookFolder",
+    "SlackTarget",
     "SourceConfig",
     "TLS",
     "TenantConfig",
     "VerityConfig",
+    "WebhookTarget",
     "config_path",
     "duration_s",
     "load_config",

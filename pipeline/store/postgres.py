@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from models.bundle import RunResult
 from models.common import RunStatus
+from models.delivery import NewDelivery
 from models.invocation import ToolInvocation
 from models.run import LlmAttempt, RunHead
 from models.tables import DiagnosisRunRow
@@ -104,16 +105,20 @@ class PostgresStore(SqlStore):
         return self._hot.rowcount(sql, {**params, "p_projection": dumped}) == 1
 
     def finalize(
-        self, run_id: str, result: RunResult, *, expected_version: int | None = None
+        self, run_id: str, result: RunResult, *, expected_version: int | None = None,
+        deliveries: Sequence[NewDelivery] = (),
     ) -> bool:
         """Release the outcome and append a finalize/completed event, in one statement when
-        the run is live (the usual case); otherwise the ORM path decides and says why.
+        the run is live and has nothing to notify (the usual case); otherwise the ORM path
+        decides (and writes the deliveries in its transaction) and says why.
 
         False, and nothing written, if the run is already terminal (a redelivery).
         """
-        if result.run_id == run_id and self._finalize_live(run_id, result, expected_version):
+        if not deliveries and result.run_id == run_id \
+                and self._finalize_live(run_id, result, expected_version):
             return True
-        return super().finalize(run_id, result, expected_version=expected_version)
+        return super().finalize(run_id, result, expected_version=expected_version,
+                                deliveries=deliveries)
 
     def _finalize_live(self, run_id: str, result: RunResult, expected_version: int | None
                        ) -> bool:

@@ -18,11 +18,13 @@ from models.alert import AlertGroup, AlertOutcome, RunAlert
 from models.batch import BatchRecord, ItemRecord, ItemResult, Selection
 from models.bundle import RunBundle, RunResult
 from models.common import Intent, RunStatus
+from models.delivery import Delivery, NewDelivery
 from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
 from models.run import LlmAttempt, RunEvent, RunHead, RunRecord, StalledRun
 from models.state import NextStep
 from models.token import ApiToken
 from pipeline.store.batches import PAGE
+from pipeline.store.deliveries import EndOutcome
 from pipeline.store.leases import LeaseOutcome
 
 Capability = Literal["server"]
@@ -177,9 +179,11 @@ class RunStore(AttemptJournal, Protocol):
         ...
 
     def finalize(
-        self, run_id: str, result: RunResult, *, expected_version: int | None = None
+        self, run_id: str, result: RunResult, *, expected_version: int | None = None,
+        deliveries: Sequence[NewDelivery] = (),
     ) -> bool:
-        """Release the outcome and append a finalize/completed event, in one transaction.
+        """Release the outcome, append a finalize/completed event and enqueue `deliveries`
+        (PENDING, due now), in one transaction.
 
         False, and nothing written, if the run is already terminal (a redelivery)."""
         ...
@@ -296,6 +300,40 @@ class RunStore(AttemptJournal, Protocol):
     def delete_run(self, run_id: str) -> bool:
         """Remove a run that never started (PENDING at version 0, e.g. its submit never
         reached the broker), with its events; False if there is none or it has started."""
+        ...
+
+    # -- notification deliveries -----------------------------------------------------------------
+
+    def claim_delivery(self, delivery_id: str, *, owner: str, lease_s: float,
+                       now: datetime | None = None) -> tuple[Delivery, int] | None:
+        """Take a due PENDING delivery, or a SENDING one whose claim expired, for one attempt
+        of `lease_s` seconds, writing its `in_flight` attempt row (an expired claim's becomes
+        `abandoned`); the delivery and the attempt's number, or None. Of several claimers
+        exactly one gets it. An expired claim on the last attempt ends the delivery FAILED."""
+        ...
+
+    def end_delivery_attempt(
+        self, delivery_id: str, number: int, *, owner: str, outcome: EndOutcome,
+        status_code: int | None = None, error: str | None = None,
+        retry_at: datetime | None = None, now: datetime | None = None,
+    ) -> Delivery | None:
+        """Record how `owner`'s attempt `number` ended: DELIVERED, PENDING until `retry_at`
+        (`retry`), or FAILED; None, and nothing written, if the claim is no longer theirs."""
+        ...
+
+    def list_deliveries(self, run_id: str, *, tenant_id: str) -> list[Delivery]:
+        """The tenant's run's deliveries with their attempts, oldest first; RunNotFoundError
+        if the tenant has no such run."""
+        ...
+
+    def get_delivery(self, delivery_id: str) -> Delivery | None:
+        """One delivery with its attempts, or None."""
+        ...
+
+    def due_deliveries(self, *, older_than_s: float, limit: int,
+                       now: datetime | None = None) -> list[str]:
+        """Ids of deliveries to re-drive: PENDING and due for over `older_than_s` seconds, or
+        SENDING with an expired claim."""
         ...
 
     # -- node leases and the attempt journal -----------------------------------------------------

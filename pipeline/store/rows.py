@@ -14,9 +14,16 @@ from sqlalchemy.orm import Session
 
 from models.bundle import RunResult
 from models.common import Intent, RunStatus
+from models.delivery import DeliveryStatus, NewDelivery
 from models.invocation import LifecycleStatus, ToolInvocation
 from models.run import LlmAttempt, RunEvent
-from models.tables import DiagnosisRunRow, LlmAttemptRow, RunEventRow, ToolInvocationRow
+from models.tables import (
+    DeliveryRow,
+    DiagnosisRunRow,
+    LlmAttemptRow,
+    RunEventRow,
+    ToolInvocationRow,
+)
 from pipeline.errors import (
     DuplicateToolCallError,
     RunNotFoundError,
@@ -151,10 +158,12 @@ def advance_values(
 
 
 def finalize_run(
-    session: Session, run_id: str, result: RunResult, *, expected_version: int | None
+    session: Session, run_id: str, result: RunResult, *, expected_version: int | None,
+    deliveries: Sequence[NewDelivery] = (),
 ) -> bool:
-    """Release the outcome with a finalize/completed event; False if the run is terminal or
-    a cancel was requested (then it ends CANCELLED). StaleStateError at another version."""
+    """Release the outcome with a finalize/completed event and its notification deliveries;
+    False if the run is terminal or a cancel was requested (then it ends CANCELLED, nothing
+    enqueued). StaleStateError at another version."""
     check_same_run(result.run_id, run_id)
     now = utc_now()
     table = DiagnosisRunRow
@@ -171,15 +180,18 @@ def finalize_run(
             version=table.version + 1, updated_at=now, finished_at=now,
             event_seq=table.event_seq + 1,
         )
-        .returning(table.event_seq)
+        .returning(table.event_seq, table.tenant_id)
     )
     if expected_version is not None:
         stmt = stmt.where(table.version == expected_version)
-    seq = session.execute(stmt, execution_options=NO_SYNC).scalar_one_or_none()
-    if seq is not None:
+    released = session.execute(stmt, execution_options=NO_SYNC).one_or_none()
+    if released is not None:
         payload = {"status": result.status, "verdict": result.verdict,
                    "fallback_type": result.fallback_type}
-        write_events(session, run_id, [("finalize", "completed", payload)], last_seq=seq)
+        write_events(session, run_id, [("finalize", "completed", payload)],
+                     last_seq=released[0])
+        enqueue_deliveries(session, run_id=run_id, tenant_id=released[1],
+                           deliveries=deliveries, now=now)
         return True
     row = load_run(session, run_id, lock=True)
     if RunStatus(row.status).terminal:
@@ -194,6 +206,17 @@ def finalize_run(
     insert_event(session, run_id, node="finalize", kind="cancelled",
                   payload={"reason": "cancel requested before release"})
     return False
+
+
+def enqueue_deliveries(session: Session, *, run_id: str, tenant_id: str,
+                       deliveries: Sequence[NewDelivery], now: datetime) -> None:
+    """Add PENDING delivery rows, due now, in the caller's transaction (the run's end)."""
+    for new in deliveries:
+        session.add(DeliveryRow(
+            delivery_id=new.delivery_id, run_id=run_id, tenant_id=tenant_id, kind=new.kind,
+            target=dict(new.target), status=DeliveryStatus.PENDING.value, attempts=0,
+            max_attempts=new.max_attempts, next_attempt_at=now, created_at=now,
+            updated_at=now))
 
 
 def _allocate(session: Session, run_id: str, *, events: int = 0, invocations: int = 0

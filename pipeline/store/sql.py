@@ -39,6 +39,7 @@ from models.alert import AlertGroup, AlertOutcome, RunAlert
 from models.batch import BatchRecord, ItemRecord, ItemResult, Selection
 from models.bundle import RunBundle, RunResult
 from models.common import Intent, RunStatus
+from models.delivery import Delivery, NewDelivery
 from models.invocation import EvidenceStatus, LifecycleStatus, Projection, ToolInvocation
 from models.run import LlmAttempt, RunEvent, RunHead, RunRecord, StalledRun
 from models.state import NextStep
@@ -48,6 +49,7 @@ from pipeline.errors import RunNotFoundError, StaleStateError, StoreError
 from pipeline.store import convert, rows, sweep
 from pipeline.store.alerts import Alerts
 from pipeline.store.batches import PAGE, Batches
+from pipeline.store.deliveries import Deliveries, EndOutcome
 from pipeline.store.engine import NO_SYNC, TERMINAL, Database
 from pipeline.store.leases import LeaseOutcome, Leases
 from pipeline.store.protocol import Capability, RunStore
@@ -71,6 +73,7 @@ class SqlStore(RunStore):
         self.batches = Batches(db)
         self.tokens = tokens
         self.alerts = alerts
+        self.deliveries = Deliveries(db)
 
     @property
     def engine(self) -> Engine:
@@ -308,10 +311,12 @@ class SqlStore(RunStore):
         raise StaleStateError(f"run {run_id} is not at version {expected_version} or is terminal")
 
     def finalize(
-        self, run_id: str, result: RunResult, *, expected_version: int | None = None
+        self, run_id: str, result: RunResult, *, expected_version: int | None = None,
+        deliveries: Sequence[NewDelivery] = (),
     ) -> bool:
         with self._db.write() as session:
-            return rows.finalize_run(session, run_id, result, expected_version=expected_version)
+            return rows.finalize_run(session, run_id, result, expected_version=expected_version,
+                                     deliveries=deliveries)
 
     def save_verified_run(
         self,
@@ -626,3 +631,32 @@ class SqlStore(RunStore):
     def list_alert_groups(self, *, tenant_id: str, limit: int = 50) -> list[AlertGroup]:
         """See `Alerts.list_alert_groups`."""
         return self.alerts.list_alert_groups(tenant_id=tenant_id, limit=limit)
+
+
+    def claim_delivery(self, delivery_id: str, *, owner: str, lease_s: float,
+                       now: datetime | None = None) -> tuple[Delivery, int] | None:
+        """See `Deliveries.claim_delivery`."""
+        return self.deliveries.claim_delivery(delivery_id, owner=owner, lease_s=lease_s, now=now)
+
+    def end_delivery_attempt(
+        self, delivery_id: str, number: int, *, owner: str, outcome: EndOutcome,
+        status_code: int | None = None, error: str | None = None,
+        retry_at: datetime | None = None, now: datetime | None = None,
+    ) -> Delivery | None:
+        """See `Deliveries.end_delivery_attempt`."""
+        return self.deliveries.end_delivery_attempt(
+            delivery_id, number, owner=owner, outcome=outcome, status_code=status_code,
+            error=error, retry_at=retry_at, now=now)
+
+    def list_deliveries(self, run_id: str, *, tenant_id: str) -> list[Delivery]:
+        """See `Deliveries.list_deliveries`."""
+        return self.deliveries.list_deliveries(run_id, tenant_id=tenant_id)
+
+    def get_delivery(self, delivery_id: str) -> Delivery | None:
+        """See `Deliveries.get_delivery`."""
+        return self.deliveries.get_delivery(delivery_id)
+
+    def due_deliveries(self, *, older_than_s: float, limit: int,
+                       now: datetime | None = None) -> list[str]:
+        """See `Deliveries.due_deliveries`."""
+        return self.deliveries.due_deliveries(older_than_s=older_than_s, limit=limit, now=now)

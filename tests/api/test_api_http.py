@@ -11,9 +11,13 @@ import httpx
 import pytest
 
 from client import VerityClient
+from models.common import Intent
+from models.delivery import NewDelivery
 from pipeline.errors import ConfigurationError, InputError, RunNotFoundError
+from pipeline.store import open_store
 from tests.api.conftest import MAX_BODY, RUNS_PER_MINUTE, TERMINAL, World, wait_for_run
 from tests.api.sse import Frame, frames
+from tests.store.samples import make_result
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -286,3 +290,21 @@ def test_disconnect_during_a_held_model_call_cancels_the_run(world: World) -> No
         assert final["status"] == "CANCELLED" and final["final_answer"] is None
         assert final["verdict"] is None
     print(f"\ndisconnect -> CANCELLED {noticed:.3f}s; -> attempt recorded {aborted:.3f}s")
+
+
+def test_a_runs_deliveries_are_its_tenants_only(world: World) -> None:
+    with open_store(world.database_url) as store:
+        run_id = store.create_run(tenant_id="notified", query="why?", intent=Intent.DIAGNOSIS)
+        target = {"type": "slack", "url_env": "SLACK_URL", "when": "always"}
+        store.finalize(run_id, make_result(run_id), deliveries=[NewDelivery(
+            delivery_id="f" * 32, kind="slack", target=target, max_attempts=4)])
+    with world.http(world.token("notified")) as mine, world.http(world.token()) as other:
+        found = mine.get(f"/runs/{run_id}/deliveries")
+        assert found.status_code == 200, found.text
+        body = found.json()
+        assert body["run_id"] == run_id
+        assert [(d["delivery_id"], d["status"], d["attempts"], d["max_attempts"], d["target"])
+                for d in body["deliveries"]] == [("f" * 32, "PENDING", 0, 4, target)]
+        hidden = other.get(f"/runs/{run_id}/deliveries")
+        assert hidden.status_code == 404
+        assert hidden.json() == {"error": f"no run with id {run_id!r}"}

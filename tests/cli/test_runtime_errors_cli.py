@@ -92,7 +92,8 @@ def test_reconcile__once_with_a_broker_that_is_down_still_fails_overdue_runs(
     assert done.returncode == 0, done.stderr
 
     assert json.loads(done.stdout) == {"resent": 0, "failed_deadline": 1, "cancelled": 0,
-                                       "invalid": 0, "resend_errors": 1}
+                                       "invalid": 0, "resend_errors": 1,
+                                       "deliveries_resent": 0}
     with open_store(database) as store:
         assert store.get_run(overdue, tenant_id="default").status.value == "FAILED"
         # re-sent once Redis is back

@@ -75,7 +75,7 @@ def _backs_constraint(index: Any) -> bool:
 
 def test_migrated_schema_equals_the_table_metadata(engine: Engine) -> None:
     upgrade_schema(engine)
-    assert _revision(engine) == _head() == "0009"
+    assert _revision(engine) == _head() == "0010"
     assert _diffs(engine) == []
 
 
@@ -168,6 +168,27 @@ def _columns(engine: Engine, table: str) -> set[str]:
     return {column["name"] for column in inspect(engine).get_columns(table)}
 
 
+LATER_TABLES = {"delivery", "delivery_attempt"}
+"""Tables of migrations after 0008: missing at 0008, as they should be."""
+
+
+def _added_later(diff: Any) -> bool:
+    kind, item = diff[0], diff[1]
+    table = item.name if kind == "add_table" else getattr(item.table, "name", None)
+    return kind in ("add_table", "add_index") and table in LATER_TABLES
+
+
+def test_deliveries__0010_adds_the_delivery_tables_and_downgrades_without_them(
+        engine: Engine) -> None:
+    _upgrade_to(engine, "0008")
+    assert not {"delivery", "delivery_attempt"} & set(inspect(engine).get_table_names())
+    _upgrade_to(engine, "0010")
+    assert {"delivery", "delivery_attempt"} <= set(inspect(engine).get_table_names())
+    assert _diffs(engine) == []
+    _downgrade_to(engine, "0008")
+    assert not {"delivery", "delivery_attempt"} & set(inspect(engine).get_table_names())
+
+
 def test_imported_answer__0008_adds_imported_json_and_downgrades_without_it(
         engine: Engine) -> None:
     _upgrade_to(engine, "0007")
@@ -181,7 +202,7 @@ def test_imported_answer__0008_adds_imported_json_and_downgrades_without_it(
     _upgrade_to(engine, "0008")
     assert "imported_json" in _columns(engine, "diagnosis_run")
     _upgrade_to(engine, "0009")  # the store reads the head's columns
-    assert _diffs(engine) == []
+    assert [diff for diff in _diffs(engine) if not _added_later(diff)] == []
     with store_for(engine) as store:
         old = store.get_run("old-1", tenant_id=TENANT)
         assert (old.origin, old.imported) == ("verify", None)

@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
+from models.common import Intent
+from models.delivery import NewDelivery
+from pipeline.store import open_store
 from tests.api.conftest import World, wait_for_run
+from tests.store.samples import make_result
 from tests.web.conftest import CHECK_QUESTION, StoredCheck, save_screenshot
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -223,3 +227,26 @@ def test_the_policy_refuses_an_injected_inline_script(world: World, browser: Any
         context.close()
     assert ran is False
     assert any("Content Security Policy" in text for text in seen), seen
+
+
+def test_the_run_page_shows_where_the_answer_went(world: World, page: Any) -> None:
+    secret = world.token("paged")
+    with open_store(world.database_url) as store:
+        run_id = store.create_run(tenant_id="paged", query="why?", intent=Intent.DIAGNOSIS)
+        target = {"type": "webhook", "url": "http://127.0.0.1:9/hook", "when": "always",
+                  "secret_env": "S"}
+        store.finalize(run_id, make_result(run_id), deliveries=[NewDelivery(
+            delivery_id="e" * 32, kind="webhook", target=target, max_attempts=1)])
+        assert store.claim_delivery("e" * 32, owner="w", lease_s=30) is not None
+        store.end_delivery_attempt("e" * 32, 1, owner="w", outcome="failed", status_code=404,
+                                   error='HTTP 404 <img src=x onerror="window.pwned=1">')
+    page.goto(f"{world.base_url}/#token={secret}")
+    page.goto(f"{world.base_url}/#/runs/{run_id}")
+    delivery = page.locator(f'#deliveries li[data-delivery="{"e" * 32}"]')
+    delivery.wait_for(timeout=30_000)
+    text = delivery.text_content() or ""
+    assert "webhook http://127.0.0.1:9/hook" in text and "1/1 attempts" in text
+    assert delivery.locator('.badge[data-value="FAILED"]').count() == 1
+    assert delivery.locator('li[data-outcome="failed"]').text_content().startswith(
+        "failed (HTTP 404) — HTTP 404 <img")
+    assert page.locator("#view img").count() == 0 and page.evaluate("window.pwned") is None
