@@ -75,7 +75,7 @@ def _backs_constraint(index: Any) -> bool:
 
 def test_migrated_schema_equals_the_table_metadata(engine: Engine) -> None:
     upgrade_schema(engine)
-    assert _revision(engine) == _head() == "0008"
+    assert _revision(engine) == _head() == "0011"
     assert _diffs(engine) == []
 
 
@@ -180,7 +180,8 @@ def test_imported_answer__0008_adds_imported_json_and_downgrades_without_it(
     assert "imported_json" not in _columns(engine, "diagnosis_run")
     _upgrade_to(engine, "0008")
     assert "imported_json" in _columns(engine, "diagnosis_run")
-    assert _diffs(engine) == []
+    assert [d[:3] for d in _diffs(engine)] == [("add_column", None, "diagnosis_run")]  # 0011
+    _upgrade_to(engine, "0011")  # the store reads every column of the head
     with store_for(engine) as store:
         old = store.get_run("old-1", tenant_id=TENANT)
         assert (old.origin, old.imported) == ("verify", None)
@@ -190,3 +191,25 @@ def test_imported_answer__0008_adds_imported_json_and_downgrades_without_it(
     with engine.connect() as connection:
         kept = connection.execute(text("SELECT source FROM diagnosis_run")).scalars().all()
     assert kept == ["verify"]
+
+
+def test_trace_id__0011_adds_a_nullable_trace_id_and_downgrades_without_it(
+        engine: Engine) -> None:
+    _upgrade_to(engine, "0008")
+    insert = text(
+        "INSERT INTO diagnosis_run (run_id, tenant_id, query, intent, status, source, "
+        "created_at, updated_at) VALUES ('old-1', :tenant, 'why?', 'DIAGNOSIS', 'SUCCESS', "
+        "'run', :now, :now)")
+    with engine.begin() as connection:
+        connection.execute(insert, {"tenant": TENANT, "now": datetime.now(UTC)})
+    assert "trace_id" not in _columns(engine, "diagnosis_run")
+    _upgrade_to(engine, "0011")
+    assert "trace_id" in _columns(engine, "diagnosis_run")
+    assert _diffs(engine) == []
+    with store_for(engine) as store:
+        assert store.get_run("old-1", tenant_id=TENANT).trace_id is None
+        run_id = store.create_run(tenant_id=TENANT, query="q", intent=Intent.DIAGNOSIS,
+                                  trace_id="ab" * 16)
+        assert store.get_run(run_id, tenant_id=TENANT).trace_id == "ab" * 16
+    _downgrade_to(engine, "0008")
+    assert "trace_id" not in _columns(engine, "diagnosis_run")
