@@ -5,6 +5,7 @@ for the tenants an operator opts in."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,11 @@ from prometheus_client import REGISTRY
 from models.common import RunStatus
 from pipeline import telemetry
 from pipeline.config import VeritySettings
+from pipeline.errors import ProviderOutputInvalidError, ProviderUnavailableError
 from pipeline.factory import build_runtime
+from pipeline.model import ModelReply
+from pipeline.prompts import load_prompt
+from pipeline.run.attempts import AttemptLog, RetryPolicy, attempt_call
 from pipeline.run.reconciler import SweepReport
 from pipeline.telemetry import metrics
 from tests.providers.test_fake_runs import drive
@@ -124,3 +129,41 @@ def test_the_page__holds_the_samples_and_the_queue_depths() -> None:
     assert 'verity_queue_depth{queue="llm"} 3.0' in text
     assert 'verity_lease_refusals_total{node="verify"}' in text
     assert 'verity_model_retries_total{reason="transient",role="verifier"}' in text
+
+
+def test_model_attempts__count_retries_by_reason_tokens_and_cost() -> None:
+    replies: list[ModelReply | Exception] = [
+        ProviderUnavailableError("overloaded", retry_after=0.0),
+        ModelReply(text="not json", input_tokens=10, output_tokens=2),
+        ModelReply(text='{"ok": true}', input_tokens=10, output_tokens=3, cache_read_tokens=7,
+                   cost_usd=0.25),
+    ]
+
+    def call() -> ModelReply:
+        reply = replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def parse(text: str) -> object:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ProviderOutputInvalidError("not JSON") from exc
+
+    labels = {"role": "verifier", "model": "m-test"}  # this test's own series
+    transient = value("verity_model_retries_total", role="verifier", reason="transient")
+    technical = value("verity_model_retries_total", role="verifier", reason="technical")
+    attempt_call(call, role="verifier", prompt=load_prompt("verifier"), digest="d",
+                 model="m-test", parse=parse, log=AttemptLog("run-1"),
+                 policy=RetryPolicy(sleep=lambda _: None))
+    assert value("verity_model_retries_total", role="verifier",
+                 reason="transient") == transient + 1
+    assert value("verity_model_retries_total", role="verifier",
+                 reason="technical") == technical + 1
+    assert value("verity_model_calls_total", **labels, outcome="unavailable") == 1
+    assert value("verity_model_calls_total", **labels, outcome="invalid_output") == 1
+    assert value("verity_model_calls_total", **labels, outcome="ok") == 1
+    assert value("verity_model_tokens_total", **labels, kind="input") == 20
+    assert value("verity_model_tokens_total", **labels, kind="cache_read") == 7
+    assert value("verity_model_cost_usd_total", **labels) == 0.25
