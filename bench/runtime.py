@@ -39,7 +39,7 @@ QUESTION = "Why is checkout-service returning 500s?"
 
 def main() -> None:
     args = _arguments()
-    sink = _TraceSink() if args.tracing else None
+    sink = TraceSink() if args.tracing else None
     with scratch_database() as db_url:
         os.environ.update({"VERITY_BROKER_URL": REDIS, "VERITY_DATABASE_URL": db_url})
         if sink is not None:
@@ -54,7 +54,7 @@ def main() -> None:
     _close_client()
 
 
-class _TraceSink:
+class TraceSink:
     """An OTLP/HTTP endpoint that answers 200 to every export and counts them."""
 
     def __init__(self) -> None:

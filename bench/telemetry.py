@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.runtime import _TraceSink  # noqa: E402
+from bench.runtime import TraceSink  # noqa: E402
 
 NODES = ("plan", "execute", "execute", "gatekeep", "verify", "compose", "finalize")
 TOOLS = 3
@@ -75,7 +75,7 @@ def main() -> None:
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         os.environ.pop(name, None)
     off = measure(args.rounds)
-    sink = _TraceSink()
+    sink = TraceSink()
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.url
     tracing.use_processor(None)
     on = measure(args.rounds)
