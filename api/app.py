@@ -29,10 +29,12 @@ from api.auth import limiter_for
 from api.deps import ApiState, ClientFactory
 from api.headers import SecurityHeaders
 from api.hooks import hooks
+from api.metrics import metrics_router
 from api.settings import ApiSettings
 from api.sources import document_sources
 from api.sse import FeedHub
 from models.run import DEFAULT_TENANT
+from pipeline.config import VeritySettings
 
 
 class BodyLimit:
@@ -125,6 +127,8 @@ def create_app(client_factory: ClientFactory, settings: ApiSettings | None = Non
     errors.install(app)
     for router in (routes.public, routes.router, routes.metered, hooks):
         app.include_router(router)
+    app.include_router(metrics_router(public=chosen.metrics_public,
+                                      broker_url=VeritySettings().broker_url))
     app.add_middleware(BodyLimit, max_bytes=chosen.max_body_bytes)
     app.add_middleware(NoNul)
     app.mount("/", StaticFiles(directory=str(files("api") / "static"), html=True),

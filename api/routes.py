@@ -107,9 +107,14 @@ async def create_run(body: CreateRun, request: Request, who: CallerDep,
 
 
 @router.get("/runs/{run_id}", response_model=RunRecord, tags=["runs"], responses=_ERRORS)
-def get_run(run_id: str, who: CallerDep) -> RunRecord:
-    """The run as stored now."""
-    return who.client.get(run_id)
+def get_run(run_id: str, request: Request, who: CallerDep) -> RunRecord:
+    """The run as stored now; with VERITY_TRACE_URL set, a traced run links its trace."""
+    record = who.client.get(run_id)
+    template = state_of(request).settings.trace_url
+    if template and record.trace_id:
+        return record.model_copy(update={
+            "trace_url": template.replace("{trace_id}", record.trace_id)})
+    return record
 
 
 @router.get("/runs", response_model=RunPage, tags=["runs"], responses=_ERRORS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -26,6 +26,14 @@ class ApiSettings(BaseSettings):
     max_head_bytes: int = Field(
         default=16 * 1024, ge=1024, le=1024 * 1024, description="Largest request line and "
         "headers together; larger is a 431 before the rest is read (`api.server`).")
+    metrics_public: bool = Field(
+        default=False, description="Serve `/metrics` without a token (a scraper on a private "
+        "network); otherwise it asks for an API token like every endpoint.")
+    trace_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("VERITY_TRACE_URL", "trace_url"),
+        description="Where a run's trace is shown, `{trace_id}` marking its id "
+        "(https://tempo.example/trace/{trace_id}): `GET /runs/{id}` and the page then link "
+        "each traced run.")
     redis_url: str | None = Field(
         default=None, description="The Redis every replica counts its rate limits in "
         "(`verity serve` takes VERITY_BROKER_URL when that is Redis); None: each process "

@@ -8,7 +8,11 @@ then, with the same worker settings, full offline runs on a shipped scenario, an
 flight for the worker's peak memory. Prints one JSON object.
 
     python bench/runtime.py [--runs 30] [--batch 40] [--inflight 200] [--concurrency 8]
-                            [--reconciler reconcile|beat|none]
+                            [--reconciler reconcile|beat|none] [--tracing]
+
+`--tracing` turns Verity's own tracing on in every process (OTEL_EXPORTER_OTLP_ENDPOINT at a
+local OTLP/HTTP sink in this process, which counts what it receives): run the script with and
+without it to see what tracing costs. Metrics are always on.
 
 A reconciler runs beside the workers throughout (default a `verity reconcile` process at its
 default interval; `--reconciler beat` embeds beat in the worker as `verity worker --beat`).
@@ -35,11 +39,45 @@ QUESTION = "Why is checkout-service returning 500s?"
 
 def main() -> None:
     args = _arguments()
+    sink = TraceSink() if args.tracing else None
     with scratch_database() as db_url:
         os.environ.update({"VERITY_BROKER_URL": REDIS, "VERITY_DATABASE_URL": db_url})
+        if sink is not None:
+            os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.url
+        else:
+            os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+            os.environ.pop("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None)
         report = _run(args, db_url)
+    report["tracing"] = {"on": sink is not None,
+                         "otlp_requests_received": sink.requests if sink else 0}
     print(json.dumps(report, indent=2))
     _close_client()
+
+
+class TraceSink:
+    """An OTLP/HTTP endpoint that answers 200 to every export and counts them."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        sink = self
+        self.requests = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("content-length", "0")))
+                sink.requests += 1
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
 def _close_client() -> None:
@@ -58,6 +96,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=4,
                         help="throughput batches per kind, interleaved")
     parser.add_argument("--concurrency", type=int, default=8, help="worker threads")
+    parser.add_argument("--tracing", action="store_true",
+                        help="export every process's spans over OTLP/HTTP to a local sink")
     parser.add_argument("--reconciler", choices=RECONCILERS, default="reconcile",
                         help="the reconciler beside the worker: a `verity reconcile` process "
                              "(default), beat embedded in the worker (`verity worker --beat`), "

@@ -280,6 +280,11 @@ def worker(
     beat: Annotated[bool, typer.Option(
         "--beat", help="Also send the reconciler's sweep every VERITY_RECONCILE_INTERVAL_S "
         "(Celery beat, embedded); safe on several workers.")] = False,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve this worker's Prometheus metrics on this port (unauthenticated: bind it "
+        "to a private network). Not needed when PROMETHEUS_MULTIPROC_DIR is shared with "
+        "`verity serve`, whose /metrics then holds the workers' samples.",
+        min=1, max=65535)] = None,
 ) -> None:
     """Run a Celery worker for VERITY_BROKER_URL (threads pool, task events on)."""
     settings = VeritySettings()
@@ -304,6 +309,10 @@ def worker(
         "--queues", ",".join(names), "--hostname", node,
         "--loglevel", loglevel, "--task-events", "--without-gossip", "--without-mingle",
     ]
+    if metrics_port is not None:
+        from pipeline.telemetry.metrics import serve
+
+        serve(metrics_port)
     with ExitStack() as stack:
         if beat:
             argv += ["--beat", "--schedule", _beat_schedule_file(stack)]

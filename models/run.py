@@ -91,6 +91,12 @@ class RunRecord(Contract):
         default=None, description="Past it the run ends FAILED (RUN_DEADLINE_EXCEEDED).")
     reconcile_count: int = Field(
         default=0, ge=0, description="Stalled steps the reconciler re-sent.")
+    trace_id: str | None = Field(
+        default=None, description="The run's trace id (32 hex) in Verity's own tracing, when "
+        "tracing was on at submit.")
+    trace_url: str | None = Field(
+        default=None, description="Where the trace is shown (`GET /runs/{id}` with "
+        "VERITY_TRACE_URL set); never stored.")
 
     @model_validator(mode="before")
     @classmethod

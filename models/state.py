@@ -78,6 +78,13 @@ class NodeFailure(Contract):
     reason: FallbackReason = Field(description="Why.")
 
 
+class RunTelemetry(Contract):
+    """What a run carries for Verity's own telemetry: when it was submitted, so whichever
+    process ends it times it and writes its root span from then."""
+
+    submitted_at: float = Field(description="Submit time, epoch seconds.")
+
+
 class RuntimeState(Contract):
     """The whole working state of a run between nodes (the `state` column)."""
 
@@ -100,6 +107,8 @@ class RuntimeState(Contract):
         "(`pipeline.prompts.prompts_used`): the prompt audit's `used`.")
     failure: NodeFailure | None = Field(
         default=None, description="Set by a node whose model call failed; routes to fallback.")
+    telemetry: RunTelemetry | None = Field(
+        default=None, description="Submit time (Verity's own telemetry).")
     carried: dict[str, Any] | None = Field(
         default=None, description="The first cycle's verified claims (an executor_evidence_v2 "
         "document) that the EVIDENCE_GAP_ONLY cycle supplements.")

@@ -135,6 +135,8 @@ class DiagnosisRunRow(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # How often the reconciler re-sent a stalled step of the run.
     reconcile_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # The run's trace in Verity's own tracing (32 hex), when tracing was on at submit.
+    trace_id: Mapped[str | None] = mapped_column(String(32))
 
 
 class ToolInvocationRow(Base):

@@ -84,6 +84,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "pipeline.package_data", "pipeline.tokens"),
     ("pipeline.ids", "pipeline.prompts"),
     ("pipeline.model",),
+    ("pipeline.telemetry",),
     ("pipeline.store",),
     ("pipeline.rules", "pipeline.data"),
     ("pipeline.scenarios", "pipeline.importers"),

@@ -133,7 +133,9 @@ function answerSection(record, evaluation) {
     record.fallback_type ? [" fallback ", badge("fallback", record.fallback_type)] : null,
     evaluation?.groundedness_score != null
       ? ` · groundedness ${evaluation.groundedness_score}` : null,
-    ` · finished ${when(record.finished_at)}`));
+    ` · finished ${when(record.finished_at)}`,
+    record.trace_url ? [" · ", el("a", { href: record.trace_url, class: "trace",
+      rel: "noopener" }, "trace")] : null));
   if (!answer) {
     body.append(el("p", { class: "empty" }, `No answer released (${label(record.status)}).`));
     return section("Answer", body);

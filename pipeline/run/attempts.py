@@ -47,6 +47,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import ValidationError
 
 from models.run import LlmAttempt
+from pipeline import telemetry
 from pipeline.errors import (
     AttemptsExhaustedError,
     BudgetExceededError,
@@ -238,7 +239,7 @@ def attempt_call(
     rules = log.policy or policy or IMMEDIATE
     attempt = _Attempt(role=role, prompt=prompt, digest=digest, model=model, log=log,
                        cycle=log.cycle if cycle is None else cycle,
-                       journal=log.journal if remote else None)
+                       journal=log.journal if remote else None, remote=remote)
     token = current_token()
     reused = attempt.reuse(parse)
     if reused is not None:
@@ -263,6 +264,7 @@ def attempt_call(
             technical += 1
             if technical > rules.technical_retries:
                 raise attempt.exhausted() from exc
+            telemetry.model_retry(role, "technical")
         except ProviderUnavailableError as exc:
             attempt.record("unavailable", exc, reply=reply, started=started, number=number)
             transient += 1
@@ -272,6 +274,7 @@ def attempt_call(
             if (transient > rules.transient_max_retries
                     or waited + delay > rules.transient_budget_s):
                 raise attempt.exhausted() from exc
+            telemetry.model_retry(role, "transient")
             _pause(rules, delay, token, role)
             waited += delay
         except ProviderRejectedError as exc:
@@ -307,6 +310,8 @@ class _Attempt:
     log: AttemptLog
     cycle: int
     journal: AttemptJournal | None = None
+    remote: bool = False
+    """The call sends a network request (the Claude provider), else an offline agent."""
     failures: int = 0
 
     def check_budget(self) -> None:
@@ -363,6 +368,8 @@ class _Attempt:
             **_usage(reply), outcome=outcome,
             error_type=type(error).__name__ if error else None,
         )
+        telemetry.model_call(row, provider="anthropic" if self.remote else "verity.offline",
+                             started_ns=time.time_ns() - int(row.latency_ms * 1e6))
         if number is None or self.journal is None:
             self.log.attempts.append(row)
             return

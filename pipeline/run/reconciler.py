@@ -28,6 +28,7 @@ from typing import Protocol
 
 from models.run import StalledRun
 from models.state import NextStep
+from pipeline import telemetry
 from pipeline.errors import BrokerUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ def sweep(
             logger.warning("reconciler: broker unavailable, sweep stopped: %s", exc)
             report.resend_errors += 1
             break
+    telemetry.reconciled(report.as_dict())
     return report
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,6 +24,7 @@ from models.delivery import NewDelivery
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from models.run import RunHead
 from models.state import NextStep, PipelineState, RuntimeState
+from pipeline import telemetry
 from pipeline.agents.protocols import Agents
 from pipeline.config import VeritySettings
 from pipeline.errors import (
@@ -107,13 +109,17 @@ class Runtime:
             pipeline=PipelineState(query=query, intent=intent),
             session_id=session_id,
             next=NextStep(node=self.graph.entry),
+            telemetry=telemetry.new_run_telemetry(),
         )
-        return self.store.create_run(
+        run_id = run_id or uuid.uuid4().hex
+        created = self.store.create_run(
             tenant_id=tenant_id, query=query, intent=intent, session_id=session_id, run_id=run_id,
-            source=source, state=_dump(state),
+            source=source, state=_dump(state), trace_id=telemetry.trace_id(run_id),
             deadline_s=self.settings.run_deadline_s if deadline_s is None else deadline_s,
             events=[("submit", "accepted", {"intent": intent.value})],
         )
+        telemetry.run_submitted(intent=intent.value, tenant_id=tenant_id)
+        return created
 
     def coordinate(self, run_id: str, version: int, node: str | None = None) -> NodeOutcome:
         """Entry and chord body: dispatch `node` (or the stored next step, tool calls and all)
@@ -134,11 +140,18 @@ class Runtime:
         return NodeOutcome("committed", version, NextStep.model_validate(step))
 
     def run_node(self, run_id: str, node: str, version: int) -> NodeOutcome:
-        """Run `node` if the run is at `version`; commit its step under that version."""
+        """Run `node` if the run is at `version`; commit its step under that version. Timed
+        and traced as one node message (`pipeline.telemetry.node`)."""
+        with telemetry.node(run_id, node) as watch:
+            outcome = self._run_node(run_id, node, version)
+            watch.outcome = outcome.kind
+        return outcome
+
+    def _run_node(self, run_id: str, node: str, version: int) -> NodeOutcome:
         spec = self.graph.spec(node)
         inp = self._load(run_id, spec.reads_output, spec.reads_invocations)
         record, state = inp.head, inp.state
-        stop = self._stopped(record)
+        stop = self._stopped(record, state)
         if stop is not None:
             return stop
         if record.version != version or state.next is None or state.next.node != node:
@@ -149,6 +162,8 @@ class Runtime:
             return self._advance(inp, node)
         with self._keeper().hold(run_id, version) as held:
             if not held.acquired:  # another live copy runs it, or the run moved on
+                if held.outcome.state == "leased":
+                    telemetry.lease_refused(node)
                 return self._refused(run_id, held.outcome.state, held.outcome.version)
             if self._remote:
                 self.store.abandon_in_flight(run_id)  # rows of a copy that died mid-call
@@ -207,7 +222,9 @@ class Runtime:
             return None
         if pending.status is not LifecycleStatus.PROJECTING:
             return pending
-        result = self._call_tool(head, pending)
+        with telemetry.tool_call(run_id, tool_name=pending.tool_name,
+                                 tool_call_id=tool_call_id):
+            result = self._call_tool(head, pending)
         kept = self.store.complete_invocation(
             run_id, tool_call_id, status=result.status, evidence_status=result.evidence_status,
             projection=result.projection, error=result.error, unless_cancelled=True,
@@ -225,7 +242,11 @@ class Runtime:
         """Flag the tenant's run and end it CANCELLED now: no node commits or releases after
         this. RunNotFoundError if the tenant has no such run."""
         self.store.request_cancel(run_id, tenant_id=tenant_id)
-        return self.store.cancel_run(run_id, reason="cancel requested")
+        ended = self.store.cancel_run(run_id, reason="cancel requested")
+        if ended:
+            telemetry.run_ended(status=RunStatus.CANCELLED.value, verdict=None, intent=None,
+                                tenant_id=tenant_id, run_id=run_id)
+        return ended
 
     def context(self, *, evidence_retry: bool = True) -> NodeContext:
         """What the node bodies may use: this runtime's agents, tools, settings and store."""
@@ -302,11 +323,13 @@ class Runtime:
             return self._fail(record, step.state, node=node, error=exc)
         return NodeOutcome("committed", new_version, step.state.next)
 
-    def _stopped(self, record: RunHead) -> NodeOutcome | None:
+    def _stopped(self, record: RunHead, state: RuntimeState | None = None
+                 ) -> NodeOutcome | None:
         if record.status.terminal:
             return NodeOutcome("terminal", record.version)
         if record.cancel_requested:
-            self.store.cancel_run(record.run_id, reason="cancel requested")
+            if self.store.cancel_run(record.run_id, reason="cancel requested"):
+                _ended(record, state, status=RunStatus.CANCELLED)
             return NodeOutcome("cancelled", record.version)
         return None
 
@@ -322,6 +345,7 @@ class Runtime:
             )
         except StaleStateError:
             return NodeOutcome("stale", record.version)
+        _ended(record, state, status=RunStatus.FAILED)
         return NodeOutcome("failed", version)
 
     def _finalize(self, inp: NodeInput) -> NodeOutcome:
@@ -336,6 +360,9 @@ class Runtime:
             return NodeOutcome("stale", record.version)
         if not released:
             return NodeOutcome("cancelled", record.version + 1)
+        _ended(record, inp.state, status=RunStatus(result.status),
+               verdict=result.verdict.value if result.verdict else None,
+               fallback_type=result.fallback_type.value if result.fallback_type else None)
         return NodeOutcome("committed", record.version + 1,
                            deliveries=tuple(d.delivery_id for d in deliveries))
 
@@ -351,6 +378,15 @@ class Runtime:
         return plan_deliveries(
             record.run_id, targets, status=result.status,
             verdict=result.verdict.value if result.verdict else None, origin=origin)
+
+
+def _ended(record: RunHead, state: RuntimeState | None, *, status: RunStatus,
+           verdict: str | None = None, fallback_type: str | None = None) -> None:
+    """Tell telemetry the run ended (once: after the write that ended it)."""
+    telemetry.run_ended(
+        status=status.value, verdict=verdict, fallback_type=fallback_type,
+        intent=state.pipeline.intent.value if state else None, tenant_id=record.tenant_id,
+        telemetry=state.telemetry if state else None, run_id=record.run_id)
 
 
 def _dump(state: RuntimeState) -> dict[str, Any]:

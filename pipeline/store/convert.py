@@ -87,6 +87,7 @@ def record(row: Any, *, with_answer: bool = True, with_evaluation: bool = True,
         cancel_requested=row.cancel_requested,
         evidence_retry_count=row.evidence_retry_count,
         source=row.data_source,
+        trace_id=getattr(row, "trace_id", None),  # a Core row of a list may not select it
         created_at=row.created_at,
         updated_at=row.updated_at,
         finished_at=row.finished_at,

@@ -127,11 +127,11 @@ WITH run AS (
   INSERT INTO diagnosis_run (run_id, tenant_id, session_id, query, intent, status, version,
                              source, source_run_id, cancel_requested, evidence_retry_count,
                              executor_output_raw, state, data_source, event_seq,
-                             invocation_seq, created_at, updated_at, deadline_at)
+                             invocation_seq, created_at, updated_at, deadline_at, trace_id)
   VALUES (%(p_run_id)s, %(p_tenant_id)s, %(p_session_id)s, %(p_query)s, %(p_intent)s,
           %(p_status)s, 0, %(p_source)s, %(p_source_run_id)s, false, 0, %(p_output)s,
           CAST(%(p_state)s AS json), %(p_data_source)s, %(p_events)s, 0, %(p_now)s, %(p_now)s,
-          %(p_deadline)s)
+          %(p_deadline)s, %(p_trace_id)s)
   RETURNING event_seq
 ), {_EVENTS_CTE}
 SELECT event_seq FROM run

@@ -51,7 +51,7 @@ class PostgresStore(SqlStore):
             "p_state": pg.dumps(state) if state is not None else None,
             "p_data_source": data_source, "p_events": len(events),
             "p_event_rows": pg.event_rows(events), "p_now": row.created_at,
-            "p_deadline": row.deadline_at,
+            "p_deadline": row.deadline_at, "p_trace_id": row.trace_id,
         }
         self._hot.write(pg.CREATE_RUN, params, row.run_id)
 

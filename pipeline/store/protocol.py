@@ -88,9 +88,11 @@ class RunStore(AttemptJournal, Protocol):
         state: dict[str, Any] | None = None,
         events: Sequence[tuple[str, str, dict[str, Any]]] = (),
         deadline_s: float | None = None,
+        trace_id: str | None = None,
     ) -> str:
         """Insert a run of `tenant_id` at version 0 and return its id (a uuid4 hex when none
-        is given); InputError for a tenant id `check_tenant_id` refuses.
+        is given); InputError for a tenant id `check_tenant_id` refuses. `trace_id`: the
+        run's trace in Verity's own tracing, when it is on.
 
         The run must end within `deadline_s` seconds (default: the store's `run_deadline_s`),
         else the reconciler ends it FAILED."""

@@ -74,6 +74,7 @@ def run_row(
     source_run_id: str | None,
     executor_output_raw: str | None,
     deadline_s: float | None = None,
+    trace_id: str | None = None,
 ) -> DiagnosisRunRow:
     """A new run row at version 0; StoreError for a bad run id or deadline, InputError for a
     bad tenant id."""
@@ -99,6 +100,7 @@ def run_row(
         updated_at=now,
         deadline_at=now + timedelta(seconds=deadline_s) if deadline_s is not None else None,
         reconcile_count=0,
+        trace_id=trace_id,
     )
 
 

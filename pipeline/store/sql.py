@@ -137,6 +137,7 @@ class SqlStore(RunStore):
         state: dict[str, Any] | None = None,
         events: Sequence[tuple[str, str, dict[str, Any]]] = (),
         deadline_s: float | None = None,
+        trace_id: str | None = None,
     ) -> str:
         row = rows.run_row(
             run_id=run_id or uuid4().hex,
@@ -149,6 +150,7 @@ class SqlStore(RunStore):
             source_run_id=origin_run_id,
             executor_output_raw=executor_output_raw,
             deadline_s=self.run_deadline_s if deadline_s is None else deadline_s,
+            trace_id=trace_id,
         )
         self._insert_run(row, state=state, data_source=source, events=events)
         return row.run_id
