@@ -29,6 +29,7 @@ from api.deps import Authenticated, CallerDep
 from api.schemas import ErrorBody
 from client import VerityClient
 from models.alert import AlertGroup, AlertmanagerPayload, AlertOutcome, HookAnswer, RunAlert
+from pipeline import telemetry
 from pipeline.alerting import (
     alert_name,
     dedupe_key,
@@ -38,6 +39,7 @@ from pipeline.alerting import (
     starts_at,
 )
 from pipeline.errors import InputError
+from pipeline.rules.notify import ALERT_ORIGIN
 from pipeline.sources.config import AlertRouting, load_config
 
 logger = logging.getLogger("api.hooks")
@@ -86,11 +88,15 @@ def receive(payload: AlertmanagerPayload, client: VerityClient) -> HookAnswer:
         tenant_id=tenant, dedupe_key=dedupe_key(payload), group_key=payload.groupKey,
         alertname=alert_name(payload), window_s=routing.window_s,
         max_per_hour=routing.max_runs_per_hour)
+    counted = {AlertOutcome.STARTED: "received", AlertOutcome.DEDUPLICATED: "deduplicated",
+               AlertOutcome.SKIPPED: "skipped"}.get(outcome)
+    if counted is not None:
+        telemetry.alert_received(counted)
     if outcome is not AlertOutcome.STARTED:
         return _answer(outcome, group)
     at = starts_at(payload)
     try:
-        run_id = client.submit(question(payload), source=source, at=at)
+        run_id = client.submit(question(payload), source=source, at=at, origin=ALERT_ORIGIN)
     except BaseException:
         store.release_alert_group(group.receipt_id)  # the retried notification starts it
         raise

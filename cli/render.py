@@ -10,8 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from models.bundle import FinalAnswer, RunResult
-from models.invocation import ToolInvocation
 from models.delivery import Delivery
+from models.invocation import ToolInvocation
 from models.run import LlmAttempt
 
 _VERDICT_STYLE = {"PASS": "bold green", "LOW_CONFID": "bold yellow", "REJECT": "bold red"}

@@ -107,7 +107,7 @@ class VerityClient:
     def submit(
         self, query: str, *, session_id: str | None = None, source: str | None = None,
         at: datetime | None = None, data_source: str | None = None,
-        deadline_s: float | None = None,
+        deadline_s: float | None = None, origin: str = "run",
     ) -> str:
         """Create the tenant's run and enqueue its coordinator; returns the run id at once.
         `source` names where its tools read: a source of the sources file (`prod`), a shipped
@@ -117,7 +117,8 @@ class VerityClient:
         source is pinned at it, so every tool call of the run sees the same windows.
         `session_id` names one of the tenant's sessions: its latest successful diagnosis is
         the previous turn. The run must end within `deadline_s` seconds (default
-        `VERITY_RUN_DEADLINE_S`).
+        `VERITY_RUN_DEADLINE_S`). `origin`: what started it (`alert`: a firing alert group,
+        which notification targets with `when = "alert"` announce).
 
         InputError (nothing written) for an unknown source or one the runtime cannot load;
         ConfigurationError for a broken sources file; BrokerUnavailableError (the run deleted
@@ -127,7 +128,7 @@ class VerityClient:
         if deadline_s is not None and not deadline_s > 0:
             raise InputError(f"deadline_s must be a positive number of seconds, not {deadline_s}")
         run_id = self.runtime.submit(query, tenant_id=self.tenant, session_id=session_id,
-                                     source=stored, deadline_s=deadline_s)
+                                     source=stored, deadline_s=deadline_s, origin=origin)
         try:
             send_run(run_id)
         except BrokerUnavailableError:

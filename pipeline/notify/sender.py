@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from models.delivery import Delivery
+from pipeline import telemetry
 from pipeline.errors import ConfigurationError
 from pipeline.notify.messages import slack_message, webhook_body
 from pipeline.notify.signing import IDEMPOTENCY_HEADER, signature_headers
@@ -155,6 +156,8 @@ def _record(store: RunStore, delivery: Delivery, number: int, result: SendResult
     ended = store.end_delivery_attempt(
         delivery.delivery_id, number, owner=owner, outcome=outcome,
         status_code=result.status_code, error=error, retry_at=retry_at, now=now)
+    if ended is not None:  # this attempt's end was recorded (its claim still held)
+        telemetry.delivery({"retry": "retried"}.get(outcome, outcome))
     return ended if ended is not None else store.get_delivery(delivery.delivery_id)
 
 

@@ -99,11 +99,12 @@ class Runtime:
         source: str | None = None,
         run_id: str | None = None,
         deadline_s: float | None = None,
+        origin: str = "run",
     ) -> str:
         """Create the run of `tenant_id` with its intent routed; the caller dispatches
         `coordinate(run, 0)`. `session_id` names one of the tenant's sessions. It must end
         within `deadline_s` seconds (default `VERITY_RUN_DEADLINE_S`), or the reconciler ends
-        it FAILED."""
+        it FAILED. `origin`: what started it (`run`, or `alert` for a firing alert group)."""
         intent = self.agents.classify_intent(query)
         state = RuntimeState(
             pipeline=PipelineState(query=query, intent=intent),
@@ -114,7 +115,7 @@ class Runtime:
         run_id = run_id or uuid.uuid4().hex
         created = self.store.create_run(
             tenant_id=tenant_id, query=query, intent=intent, session_id=session_id, run_id=run_id,
-            source=source, state=_dump(state), trace_id=telemetry.trace_id(run_id),
+            source=source, state=_dump(state), trace_id=telemetry.trace_id(run_id), origin=origin,
             deadline_s=self.settings.run_deadline_s if deadline_s is None else deadline_s,
             events=[("submit", "accepted", {"intent": intent.value})],
         )
