@@ -38,7 +38,7 @@ from pipeline.alerting import (
     route_source,
     starts_at,
 )
-from pipeline.errors import InputError
+from pipeline.errors import ConfigurationError, InputError
 from pipeline.rules.notify import ALERT_ORIGIN
 from pipeline.sources.config import AlertRouting, load_config
 
@@ -59,8 +59,13 @@ class ReceiptList(BaseModel):
 
 def tenant_routing(tenant: str) -> AlertRouting:
     """The tenant's `[tenants."<id>".alerts]`; a 409 when it has none (the notification is
-    well formed: the server is not set up for it)."""
-    found = load_config().tenants.get(tenant)
+    well formed: the server is not set up for it), a 503 when the sources file cannot be read
+    (Alertmanager retries a 5xx, but drops a 4xx: the alert waits for the file's fix)."""
+    try:
+        config = load_config()
+    except ConfigurationError as error:
+        raise HTTPException(503, str(error)) from None
+    found = config.tenants.get(tenant)
     if found is None or found.alerts is None:
         raise HTTPException(409, f'tenant {tenant} has no alert routing: add '
                             f'[tenants."{tenant}".alerts] to the sources file')
