@@ -245,20 +245,35 @@ _SEVERITY_CLAIMED = re.compile(
     rf"|\b(?:a|an|its|the)\s+({_SEVERITIES})\b(?=\s*(?:alert\b|,|\)))", re.IGNORECASE)
 
 
-def _severities(pattern: re.Pattern[str], text: str) -> set[str]:
-    return {next(g for g in m.groups() if g).casefold() for m in pattern.finditer(text)}
+def _said(pattern: re.Pattern[str], text: str, aliases: Mapping[str, str]) -> set[str]:
+    """The values `pattern`'s groups take in `text` (the first group that matched, case
+    folded, an alias read as what it stands for)."""
+    found = set()
+    for match in pattern.finditer(text):
+        value = next((g for g in match.groups() if g is not None), "").casefold()
+        found.add(aliases.get(value, value))
+    return found
+
+
+def _held_to_stated(text: str, evidence: Sequence[VerifiedEvidence], *, shape: str,
+                    claimed: re.Pattern[str], stated: re.Pattern[str],
+                    aliases: Mapping[str, str] | None = None) -> list[Fact]:
+    """Each value of one attribute `text` gives (a severity, a state), as a fact, when its
+    evidence states values of that attribute and none is that one."""
+    given = _said(claimed, text, aliases or {})
+    seen: set[str] = set()
+    for item in evidence:
+        seen |= _said(stated, item.matched_text, aliases or {})
+    return [Fact(FactKind.NAME, value, value, shape=shape)
+            for value in sorted(given) if seen and value not in seen]
 
 
 def severity_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> list[Fact]:
     """The alert severity `text` gives ("the PaymentGatewayLatencyHigh alert (warning)",
     "| warning |", "a warning, has been firing"), as a fact, when the alerts of its evidence
     state severities and none is that one ("(critical)", `"severity": "critical"`)."""
-    claimed = _severities(_SEVERITY_CLAIMED, text)
-    stated: set[str] = set()
-    for item in evidence:
-        stated |= _severities(_SEVERITY_STATED, item.matched_text)
-    return [Fact(FactKind.NAME, level, level, shape="severity")
-            for level in sorted(claimed) if stated and level not in stated]
+    return _held_to_stated(text, evidence, shape="severity", claimed=_SEVERITY_CLAIMED,
+                           stated=_SEVERITY_STATED)
 
 
 _STATE_CLAIMED = re.compile(
@@ -268,14 +283,7 @@ _STATE_CLAIMED = re.compile(
 _STATE_STATED = re.compile(
     r"\bstate\W{1,4}(firing|resolved|active)\b|\b(firing)\s+since\b|\b(resolved)\b"
     r"|\bfired\s+from\b.*?\bto\b()", re.IGNORECASE)
-
-
-def _alert_states(pattern: re.Pattern[str], text: str) -> set[str]:
-    found = set()
-    for match in pattern.finditer(text):
-        state = next((g for g in match.groups() if g is not None), "")
-        found.add({"active": "firing", "": "resolved"}.get(state.casefold(), state.casefold()))
-    return found
+_STATE_ALIASES = {"active": "firing", "": "resolved"}  # "fired from … to …" ended
 
 
 def alert_state_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> list[Fact]:
@@ -283,12 +291,8 @@ def alert_state_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> lis
     "| firing |") as a fact, when the alerts of its evidence state theirs and none is that one
     ("fired from 09:00 to 09:00 the next week", `"state": "resolved"`). What an alert did
     once ("starts firing at 09:00", "was firing") is no state."""
-    claimed = _alert_states(_STATE_CLAIMED, text)
-    stated: set[str] = set()
-    for item in evidence:
-        stated |= _alert_states(_STATE_STATED, item.matched_text)
-    return [Fact(FactKind.NAME, state, state, shape="alert_state")
-            for state in sorted(claimed) if stated and state not in stated]
+    return _held_to_stated(text, evidence, shape="alert_state", claimed=_STATE_CLAIMED,
+                           stated=_STATE_STATED, aliases=_STATE_ALIASES)
 
 
 _QUOTES = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”")
