@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.common import Contract, UtcTime
+from models.common import MAX_INT32, Contract, UtcTime
 
 MAX_ALERTS = 1000
 """Alerts one notification may carry (Alertmanager's `max_alerts` is unbounded by default)."""
@@ -52,7 +52,7 @@ class AlertmanagerPayload(BaseModel):
     commonLabels: Labels = Field(default_factory=dict)
     commonAnnotations: Labels = Field(default_factory=dict)
     externalURL: str = Field(default="", max_length=2048)
-    truncatedAlerts: int = Field(default=0, ge=0)
+    truncatedAlerts: int = Field(default=0, ge=0, le=MAX_INT32)
     alerts: list[Alert] = Field(min_length=1, max_length=MAX_ALERTS)
 
 

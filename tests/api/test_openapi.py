@@ -35,8 +35,12 @@ def _check(operation: Any) -> None:
         # its format, or states nothing to check, is 422 by design (no schema can say which)
         forged = bool(case.query and case.query.get("cursor"))
         foreign = case.path == "/checks" and case.method.upper() == "POST"
-        case.call_and_validate(timeout=30, excluded_checks=[
-            checks.positive_data_acceptance] if forged or foreign else None)
+        response = case.call(timeout=30)
+        # an alert notification takes fields the schema does not name (Grafana's own), so a
+        # schema-valid one may be larger than the body limit: a 413 (documented) by design
+        oversized = case.path == "/hooks/alertmanager" and response.status_code == 413
+        case.validate_response(response, excluded_checks=[
+            checks.positive_data_acceptance] if forged or foreign or oversized else None)
 
     run()
 
