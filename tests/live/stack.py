@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 import httpx
 
-from tests.sources.prom_harness import HarnessError, free_port
+from tests.sources.prom_harness import HarnessError, Process, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE = "checkout"
@@ -70,31 +70,6 @@ RULES: dict[str, Any] = {"groups": [{"name": "live", "interval": "1s", "rules": 
 def missing_binaries() -> list[str]:
     """The binaries the stack needs that are not installed (scripts/ensure_prometheus.sh)."""
     return [name for name in BINARIES if shutil.which(name) is None]
-
-
-@dataclass
-class Process:
-    """One server of the stack: its process, log and base URL."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    url: str
-
-    def log_tail(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-1500:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
 
 
 def spawn(name: str, args: list[str], workdir: Path, *, port: int, ready: str,

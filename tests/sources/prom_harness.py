@@ -125,7 +125,9 @@ def rules_yaml(scenarios: Sequence[Scenario]) -> str:
 
 
 @dataclass
-class _Process:
+class Process:
+    """One server of a test stack: its process, log and base URL."""
+
     name: str
     process: subprocess.Popen[bytes]
     log: Path
@@ -147,15 +149,15 @@ class _Process:
                 self.process.wait(10)
 
 
-def _spawn(name: str, args: list[str], workdir: Path, url: str) -> _Process:
+def _spawn(name: str, args: list[str], workdir: Path, url: str) -> Process:
     log = workdir / f"{name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, cwd=workdir)
-    return _Process(name, process, log, url)
+    return Process(name, process, log, url)
 
 
-def _wait_ready(server: _Process) -> None:
+def _wait_ready(server: Process) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
@@ -191,8 +193,8 @@ class PromStack:
 
     workdir: Path
     scenarios: dict[str, Scenario]
-    prometheus: _Process
-    alertmanagers: dict[str, _Process] = field(default_factory=dict)
+    prometheus: Process
+    alertmanagers: dict[str, Process] = field(default_factory=dict)
 
     @classmethod
     @contextmanager
@@ -203,7 +205,7 @@ class PromStack:
             raise HarnessError(f"not installed: {', '.join(missing)} "
                                "(scripts/ensure_prometheus.sh installs them)")
         workdir = Path(tempfile.mkdtemp(prefix="verity-prom-"))
-        started: list[_Process] = []
+        started: list[Process] = []
         try:
             scenarios = {name: load_scenario(scenario_path(name)) for name in names}
             prometheus = _start_prometheus(workdir, list(scenarios.values()))
@@ -236,7 +238,7 @@ class PromStack:
             {"url": self.alertmanagers[name].url, **overrides})
 
 
-def _start_prometheus(workdir: Path, scenarios: Sequence[Scenario]) -> _Process:
+def _start_prometheus(workdir: Path, scenarios: Sequence[Scenario]) -> Process:
     data = workdir / "tsdb"
     source = workdir / "scenarios.om"
     source.write_text(openmetrics(scenarios), encoding="utf-8")
@@ -259,7 +261,7 @@ def _start_prometheus(workdir: Path, scenarios: Sequence[Scenario]) -> _Process:
     return server
 
 
-def _start_alertmanager(workdir: Path, name: str) -> _Process:
+def _start_alertmanager(workdir: Path, name: str) -> Process:
     workdir.mkdir(parents=True)
     config = workdir / "alertmanager.yml"
     config.write_text(json.dumps({"route": {"receiver": "null"},
