@@ -18,6 +18,7 @@ minutes after the onset. Otherwise no root cause is claimed.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -35,6 +36,7 @@ from models.executor import (
     Hypothesis,
     RecommendedAction,
 )
+from pipeline.data.metric_names import saturation_of
 from pipeline.data.records import iso
 from pipeline.ids import mint_tool_call_id
 from pipeline.rules.facts import FactMemo, FactSet
@@ -300,10 +302,15 @@ def build_output(findings: Findings) -> Investigation:
     deploy, dependency = _blame(findings, onset)
     symptom_ids = _service_claims(report, findings, focus, critical=True, quiet=quiet)
     root_id = None
+    saturated = None
     if deploy is not None:
         root_id = _deploy_root_cause(report, findings, deploy)
     elif dependency is not None:
         root_id = _dependency_root_cause(report, findings, dependency)
+    else:
+        saturated = _saturation_blame(findings)
+        if saturated is not None:
+            root_id = _saturation_root_cause(report, findings, *saturated)
     factor_ids = _contributing_factors(report, findings, onset)
     deploy_ids = _deployment_claims(report, findings, blamed=deploy, quiet=quiet)
     for name in findings.named_dependencies():
@@ -311,6 +318,7 @@ def build_output(findings: Findings) -> Investigation:
     _alert_claims(report, findings, quiet=quiet)
     runbook_ids = _runbook_claims(report, findings)
     _conclude(report, findings, root_id=root_id, deploy=deploy, dependency=dependency,
+              saturated=saturated,
               symptom_ids=[] if quiet else symptom_ids + factor_ids, deploy_ids=deploy_ids,
               runbook_ids=runbook_ids)
     output = ExecutorEvidenceV2(claims=report.claims, hypotheses=report.hypotheses,
@@ -341,11 +349,7 @@ def build_gap_output(findings: Findings) -> Investigation:
     _deployment_claims(report, findings, blamed=None, quiet=False)
     _alert_claims(report, findings, quiet=False)
     _runbook_claims(report, findings)
-    for call in findings.calls:
-        if not call.ready:
-            who = call.argument("service") or "all services"
-            report.missing.append(f"The {call.tool} call for {who} failed: its evidence "
-                                  "is missing.")
+    report.missing += _failed_calls(findings)
     if not any(c.critical for c in report.claims):
         report.missing.append("The calls made for the evidence gaps found no new signal: "
                               "the gaps are still open.")
@@ -555,6 +559,41 @@ def _dependency_root_cause(report: _Report, findings: Findings, dependency: str)
                         bindings=[*symptom.bindings, *signal.bindings])
 
 
+def _saturation_blame(findings: Findings) -> tuple[MetricView, MetricView] | None:
+    """The focus's gauge at its limit that explains a symptom in its metrics: a saturation
+    (`Findings.saturations`) that left its baseline no later than the earliest error ratio
+    or duration that rose (`Findings.symptom_shifts`), and reached its limit within
+    ONSET_SLACK of the symptom's peak; with the symptom. A saturation that rose after the
+    symptom is an effect as likely as a cause, and one that peaked apart from it (an earlier
+    episode in the same window) explains another problem: neither is blamed."""
+    symptoms = findings.symptom_shifts(findings.focus)
+    if not symptoms:
+        return None
+    symptom = min(symptoms, key=lambda s: s.text("onset"))
+    onset, peak = symptom.time("onset"), symptom.time("peak_at")
+    if onset is None or peak is None:
+        return None
+    for saturation in findings.saturations(findings.focus):
+        start, full = saturation.time("onset"), saturation.time("peak_at")
+        if (start is not None and full is not None and start <= onset
+                and abs(peak - full) <= ONSET_SLACK):
+            return saturation, symptom
+    return None
+
+
+def _saturation_root_cause(report: _Report, findings: Findings, saturation: MetricView,
+                           symptom: MetricView) -> str | None:
+    pair = saturation_of(saturation.text("metric"))
+    assert pair is not None and findings.focus is not None
+    gauge, limit = pair
+    cause, effect = _shift_signal(saturation), _shift_signal(symptom)
+    text = (f"{gauge} of {findings.focus} reached {limit} and caused the problems that "
+            f"began at {_hhmm(symptom.time('onset'))} UTC: {cause.phrase}, and "
+            f"{effect.phrase}")
+    return report.claim(text, ClaimKind.ROOT_CAUSE, critical=True,
+                        bindings=[*cause.bindings, *effect.bindings])
+
+
 def _contributing_factors(report: _Report, findings: Findings,
                           onset: datetime | None) -> list[str]:
     """Warning events of the focus or a named dependency that began before the onset."""
@@ -617,16 +656,51 @@ def _runbook_claims(report: _Report, findings: Findings) -> list[tuple[str, Elem
     return found
 
 
+_HINT = re.compile(r"\s*\((?:configure|set|see)\b[^()]*\)\s*$")
+"""A configuration hint closing an error ("... (configure [sources.prod.loki])"): for the
+operator reading `verity show`, not for the answer."""
+
+
+def _failed_calls(findings: Findings) -> list[str]:
+    """Each failed call as a gap, with the reason its tool answered (a source with no logs
+    backend, a backend unreachable), one line per tool and reason."""
+    lines = []
+    for call in findings.calls:
+        if call.ready:
+            continue
+        who = f" for {call.argument('service')}" if call.argument("service") else ""
+        reason = _HINT.sub("", (call.invocation.error or "").split(": ", 1)[-1]).strip()
+        why = f" ({reason.rstrip('.')})" if reason else ""
+        lines.append(f"The {call.tool} call{who} failed{why}: its evidence is missing.")
+    return list(dict.fromkeys(lines))
+
+
+def _unmatched(findings: Findings) -> list[str]:
+    """A service the source matched no series of: said, so an empty answer is not read as
+    all being quiet."""
+    return [f"No series of {call.service} were found: {call.document['note']}; its metrics "
+            "were not checked." for call in findings.calls
+            if call.empty and call.tool == tool_names.QUERY_METRICS
+            and str(call.document.get("note", "")).startswith("no series matched")]
+
+
+def _stand_in_baselines(findings: Findings) -> list[str]:
+    """Series compared with their own first points, the source holding nothing before the
+    window: said once per service, since a shift is then judged on less history."""
+    services = sorted({s.text("service") for s in findings.series
+                       if s.data.get("baseline_in_window")})
+    return [f"No baseline data before the window was found for the metrics of {service}: "
+            "their first points in the window were the baseline." for service in services]
+
+
 def _conclude(report: _Report, findings: Findings, *, root_id: str | None,
-              deploy: Element | None, dependency: str | None, symptom_ids: list[str],
+              deploy: Element | None, dependency: str | None,
+              saturated: tuple[MetricView, MetricView] | None, symptom_ids: list[str],
               deploy_ids: list[str], runbook_ids: list[tuple[str, Element]]) -> None:
     """Hypotheses, missing information and actions, each citing the claims behind it."""
     focus = findings.focus or "the service"
-    for call in findings.calls:
-        if not call.ready:
-            who = call.argument("service") or "all services"
-            report.missing.append(f"The {call.tool} call for {who} failed: its evidence "
-                                  "is missing.")
+    report.missing += _failed_calls(findings)
+    report.missing += _unmatched(findings) + _stand_in_baselines(findings)
     if deploy is not None and root_id:
         previous = deploy.text("previous_version")
         target = f" to {previous}" if previous else ""
@@ -637,6 +711,10 @@ def _conclude(report: _Report, findings: Findings, *, root_id: str | None,
         report.action(f"Escalate to the owners of {dependency} and limit the impact on {focus} "
                       "(shorter timeouts, fewer retries or a circuit breaker) until it recovers",
                       [root_id])
+    elif saturated is not None and root_id:
+        gauge, limit = saturation_of(saturated[0].text("metric")) or ("", "")
+        report.action(f"Find why {gauge} of {focus} reached {limit}, then watch the error "
+                      f"rate and latency of {focus}", [root_id])
     elif symptom_ids:
         texts = {c.claim_id: c.text for c in report.claims}
         for name in findings.named_dependencies():

@@ -59,14 +59,40 @@ def classify_intent(query: str) -> Intent:
 
 
 def find_service(text: str, known_services: Iterable[str] | None = None) -> str | None:
-    """The service a text names: the longest known service in it, else a service-like word."""
+    """The service a text names: the longest known service in it, else a service-like word,
+    else the subject of a question about one thing ("why is checkout slow?", "anything wrong
+    with checkout?"), which the source then matches through the labels it has."""
     lowered = text.lower()
     known = sorted(set(known_services or ()), key=len, reverse=True)
     for name in known:
         if re.search(rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])", lowered):
             return name
     words: list[str] = _SERVICE_WORD.findall(lowered)
-    return next((w for w in words if w.rsplit("-", 1)[-1] in _SERVICE_SUFFIXES), None)
+    named = next((w for w in words if w.rsplit("-", 1)[-1] in _SERVICE_SUFFIXES), None)
+    return named if named is not None else subject(lowered)
+
+
+_SUBJECT = re.compile(
+    r"\bwhy\s+(?:is|does|did|was|has|isn't|doesn't)\s+(?:the\s+|our\s+)?(?P<a>[a-z][\w.:-]*)"
+    r"|\b(?:wrong|going\s+on|happening|up)\s+with\s+(?:the\s+|our\s+)?(?P<b>[a-z][\w.:-]*)"
+    r"|^\s*is\s+(?:the\s+|our\s+)?(?P<c>[a-z][\w.:-]*)\s+(?:down|up|ok|okay|healthy|slow|"
+    r"failing|broken|erroring|returning|throwing|timing|restarting|crashing)\b")
+_NOT_SUBJECTS = frozenset({
+    "it", "this", "that", "there", "everything", "anything", "something", "nothing", "we",
+    "they", "he", "she", "you", "i", "my", "our", "the", "a", "an", "service", "site", "app",
+    "system", "prod", "production", "so", "still", "now", "everyone", "nobody"})
+
+
+def subject(text: str) -> str | None:
+    """The one thing a question asks about, by its grammar (`_SUBJECT`), when it is a word
+    that can name a service (not a pronoun or a generic noun); None otherwise."""
+    found = _SUBJECT.search(text.lower())
+    if found is None:
+        return None
+    word = (found["a"] or found["b"] or found["c"]).rstrip(".:-")
+    if word in _NOT_SUBJECTS or any(p.fullmatch(word) for p in _SYMPTOMS.values()):
+        return None
+    return word
 
 
 class OfflinePlanner:

@@ -95,13 +95,17 @@ class Fetched(Generic[ItemT]):
     matched in the backend (None: unknown; equal to len(items) when nothing was cut), the
     exact queries run, the bytes read off the wire (0 for in-memory sources), and `as_of`
     when the backend answered about one moment only, not the window asked (Alertmanager holds
-    the alerts active now and no history), so nothing is said of the rest of the window."""
+    the alerts active now and no history), so nothing is said of the rest of the window, and
+`note` when the backend has something to say of how it matched the query."""
 
     items: Sequence[ItemT]
     total: int | None = None
     queries: tuple[str, ...] = ()
     fetched_bytes: int = 0
     as_of: datetime | None = None
+    note: str = ""
+    """What the backend says of how it read the query, when the reader needs it: the service
+    matched under another label than the configured one, or matched nothing at all."""
 
     @property
     def truncated(self) -> bool:

@@ -222,7 +222,7 @@ GRAPH = Graph(nodes={spec.node: spec for spec in (
     _spec(Node.GATEKEEP, "control", gatekeep.body, _after_gatekeep, Node.VERIFY, _F,
           output=True, invocations=True),
     _spec(Node.VERIFY, "llm", verify.body, _after_verify, Node.COMPOSE, Node.PLAN, _F,
-          output=True),
+          output=True, invocations=True),
     _spec(Node.COMPOSE, "llm", compose.body, _after_compose, Node.FINALIZE, _F),
     _spec(Node.FALLBACK, "control", fallback.body, _after_fallback, Node.FINALIZE),
     _spec(Node.KNOWLEDGE, "llm", knowledge.body, _after_knowledge, Node.FINALIZE, _F,

@@ -299,7 +299,8 @@ def merge_alerts(history: Fetched[Alert], current: Fetched[Alert]) -> Fetched[Al
     cut = sum(max(0, (f.total or 0) - len(f.items)) for f in (history, current))
     return Fetched(items=alerts, total=len(alerts) + cut,
                    queries=history.queries + current.queries,
-                   fetched_bytes=history.fetched_bytes + current.fetched_bytes)
+                   fetched_bytes=history.fetched_bytes + current.fetched_bytes,
+                   note=history.note)
 
 
 def _folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:

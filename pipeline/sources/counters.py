@@ -19,12 +19,10 @@ The rate window is four steps (Prometheus's own advice: at least four scrape int
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
-Kind = Literal["gauge", "counter", "bucket", "created"]
-COUNTER_SUFFIXES = ("_total", "_count", "_sum")
+from pipeline.data.metric_names import COUNTER_SUFFIXES, Kind, kind_of
+
 QUANTILE = 0.95
 MIN_RATE_WINDOW_S = 15
 MAX_DERIVED = 12
@@ -40,17 +38,6 @@ class Derived:
     promql: str
     metric: str
     unit: str
-
-
-def kind_of(name: str) -> Kind:
-    """What a metric's name says it is."""
-    if name.endswith("_bucket"):
-        return "bucket"
-    if name.endswith("_created"):
-        return "created"
-    if name.endswith(COUNTER_SUFFIXES):
-        return "counter"
-    return "gauge"
 
 
 def rate_window_s(step_s: int) -> int:
@@ -73,11 +60,5 @@ def derived(name: str, selector: str, window_s: int, *, base_unit: str = "") -> 
     return Derived(rate, f"rate({name}[{window_s}s])", unit)
 
 
-def cumulative_names(names: Iterable[str]) -> list[str]:
-    """The names among `names` that are read through a query (counters and buckets), in
-    order, without repeats."""
-    return sorted({n for n in names if kind_of(n) in ("counter", "bucket")})
-
-
-__all__ = ["COUNTER_SUFFIXES", "MAX_DERIVED", "QUANTILE", "Derived", "Kind", "cumulative_names",
-           "derived", "kind_of", "rate_window_s"]
+__all__ = ["COUNTER_SUFFIXES", "MAX_DERIVED", "QUANTILE", "Derived", "Kind", "derived", "kind_of",
+           "rate_window_s"]

@@ -58,15 +58,10 @@ from pipeline.data.records import Alert, MetricSeries
 from pipeline.data.source import AlertQuery, BackendStatus, Fetched, MetricQuery
 from pipeline.errors import SourceError
 from pipeline.sources.config import PrometheusBackend
-from pipeline.sources.counters import (
-    MAX_DERIVED,
-    cumulative_names,
-    derived,
-    kind_of,
-    rate_window_s,
-)
+from pipeline.sources.conventions import STATUS_LABELS, error_ratio, saturation, select
+from pipeline.sources.counters import MAX_DERIVED, derived, kind_of, rate_window_s
 from pipeline.sources.http import BackendClient
-from pipeline.sources.labels import target_name
+from pipeline.sources.labels import SERVICE_LABELS, target_name
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +80,11 @@ UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
 )
 """Unit guessed from a metric name's suffix, first match wins; `_total` counts alone."""
 NOT_METRICS = "ALERTS|ALERTS_FOR_STATE"
+KNOWN_SHOWN = 12
+"""Services named when the one asked for matched nothing."""
+MAX_NAMED = 200
+"""Gauges selected by their exact names in one query; more (a whole server's) by a pattern."""
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
 
@@ -155,24 +155,39 @@ class Prometheus:
         self.client = BackendClient(source, "prometheus", config, transport)
 
     def query_metrics(self, q: MetricQuery) -> Fetched[MetricSeries]:
-        """Series of the service whose name contains `q.metric`, sampled every step."""
+        """The service's signals in the window (`pipeline.sources.conventions`): its gauges
+        as levels, its counters as rates, its histograms as quantiles, its request counters
+        as error ratios and its gauges beside a limit as saturations; with `q.metric`, the
+        names containing it and what the conventions say of that symptom."""
         steps = self._steps(q.start, q.end)
         if steps is None:
             return Fetched(items=[], total=0)
-        matchers = [self._name_matcher(q.metric), f'__name__!~"{NOT_METRICS}"']
-        promql = self._selector(matchers, q.service)
-        matrix, text, size = self._query_range(promql, steps)
-        pairs = [(self._series(raw, q.service), raw.metric) for raw in matrix.result
-                 if kind_of(raw.metric.get("__name__", "")) == "gauge"]
-        queries = [text]
-        names = cumulative_names(raw.metric.get("__name__", "") for raw in matrix.result)
-        left_out = sum(1 for raw in matrix.result
-                       if raw.metric.get("__name__", "") in names[MAX_DERIVED:])
-        window = rate_window_s(steps.step)
-        selector = ",".join(self._service_matchers(q.service))
-        for name in names[:MAX_DERIVED]:
+        queries: list[str] = []
+        target = self._target(q.service, steps, queries)
+        if target is None:
+            return Fetched(items=[], total=0, queries=tuple(queries),
+                           note=self._unmatched(q.service, steps, queries))
+        coded, status_label = self._status_coded(target, steps, queries)
+        signals = select(target.names, metric=q.metric, status_named=coded)
+        selector = ",".join(target.matchers)
+        window, by = rate_window_s(steps.step), self.config.service_label
+        size, pairs = 0, []
+        if signals.gauges:
+            names = (_names_matcher(signals.gauges) if len(signals.gauges) <= MAX_NAMED
+                     else f'{self._name_matcher(q.metric)},__name__!~"{NOT_METRICS}"')
+            matrix, text, size = self._query_range(
+                "{" + ",".join([names, *target.matchers]) + "}", steps)
+            queries.append(text)
+            pairs += [(self._series(raw, q.service), raw.metric) for raw in matrix.result
+                      if kind_of(raw.metric.get("__name__", "")) == "gauge"]
+        wanted = [error_ratio(name, status_label, selector, window, by)
+                  for name in signals.error_ratios]
+        wanted += [saturation(gauge, limit, selector, by)
+                   for gauge, limit in signals.saturations]
+        for name in signals.cumulative:
             stem = name.removesuffix("_bucket") if kind_of(name) == "bucket" else name
-            query = derived(name, selector, window, base_unit=guess_unit(stem))
+            wanted.append(derived(name, selector, window, base_unit=guess_unit(stem)))
+        for query in wanted[:MAX_DERIVED]:
             rated, text, more = self._query_range(query.promql, steps)
             queries.append(text)
             size += more
@@ -181,20 +196,33 @@ class Prometheus:
         series = _distinguish([(s, labels) for s, labels in pairs if s.times],
                               self.config.service_label)
         series.sort(key=lambda s: (s.service, s.metric))
+        left_out = len(wanted[MAX_DERIVED:])
         return Fetched(items=series[:MAX_SERIES], total=len(series) + left_out,
-                       queries=tuple(queries), fetched_bytes=size)
+                       queries=tuple(queries), fetched_bytes=size,
+                       note=_matched_note(q.service, target))
 
     def list_alerts(self, q: AlertQuery) -> Fetched[Alert]:
         """Alerts that fired in the window, from the `ALERTS` history, by start then name."""
         steps = self._steps(q.start, q.end)
         if steps is None:
             return Fetched(items=[], total=0)
+        queries: list[str] = []
         promql = self._selector(['__name__="ALERTS"', 'alertstate="firing"'], q.service)
         matrix, text, size = self._query_range(promql, steps)
+        queries.append(text)
+        note = ""
+        if not matrix.result and q.service is not None:
+            target = self._target(q.service, steps, queries)
+            if target is not None and target.matched:
+                matrix, text, more = self._query_range("{" + ",".join(
+                    ['__name__="ALERTS"', 'alertstate="firing"', *target.matchers]) + "}", steps)
+                queries.append(text)
+                size += more
+                note = _matched_note(q.service, target)
         runs = [run for raw in matrix.result for run in self._runs(raw, steps, q.service)]
         if q.state != "any":
             runs = [run for run in runs if run.alert.state == q.state]
-        queries, summaries = [text], _Summaries()
+        summaries = _Summaries()
         if any(run.alert.state == "firing" for run in runs):
             size += self._active_summaries(summaries, queries)
         if any(not summaries.find(run.labels) for run in runs):
@@ -202,7 +230,7 @@ class Prometheus:
         alerts = sorted((run.alert.model_copy(update={"summary": summaries.find(run.labels)})
                          for run in runs), key=lambda a: (a.starts_at, a.name))
         return Fetched(items=alerts[:MAX_ALERTS], total=len(alerts), queries=tuple(queries),
-                       fetched_bytes=size)
+                       fetched_bytes=size, note=note)
 
     def check(self) -> BackendStatus:
         """Reachable, version (`/api/v1/status/buildinfo`), credentials accepted."""
@@ -224,6 +252,82 @@ class Prometheus:
             step *= math.ceil(count / MAX_POINTS)
             first, last = _ceil(start.timestamp(), step), _floor(end.timestamp(), step)
         return _Steps(first, last, step)
+
+    def _target(self, service: str | None, steps: _Steps,
+                queries: list[str]) -> _Target | None:
+        """The service's series as the source labels them: the configured selector when it
+        matches anything in the window, else the first of the labels people name services
+        by (`SERVICE_LABELS`, `namespace`) with a value equal to the name, ignoring case, or
+        to the name without a `-service`-like suffix; None when nothing matches."""
+        if service is None:
+            return _Target([], self._names([], steps, queries), "")
+        configured = self._service_matchers(service)
+        names = self._names(configured, steps, queries)
+        if names:
+            return _Target(configured, names, "")
+        present = set(self._labels([], steps, queries))
+        pattern = "(?i)" + "|".join(_RE2_SPECIAL.sub(r"\\\1", name)
+                                    for name in _spellings(service))
+        for label in _service_label_names(self.config.service_label):
+            if label not in present:
+                continue
+            values = self._values(label, [f'{label}=~"{_promql_string(pattern)}"'], steps,
+                                  queries)
+            if not values:
+                continue
+            value = next((v for v in values if v.lower() == service.lower()), values[0])
+            matchers = [f'{label}="{_promql_string(value)}"']
+            names = self._names(matchers, steps, queries)
+            if names:
+                return _Target(matchers, names, matchers[0])
+        return None
+
+    def _unmatched(self, service: str | None, steps: _Steps, queries: list[str]) -> str:
+        """Says that `service` matched no series, and which services the configured label
+        names, so a reader sees the name was not found, not that all is quiet."""
+        label = self.config.service_label
+        known = self._values(label, [], steps, queries) if _LABEL.match(label) else []
+        shown = ", ".join(known[:KNOWN_SHOWN]) + (", ..." if len(known) > KNOWN_SHOWN else "")
+        have = f"; the {label} label has {shown}" if known else ""
+        return (f"no series matched {service} through the labels "
+                f"{', '.join(_service_label_names(label))}{have}")
+
+    def _status_coded(self, target: _Target, steps: _Steps,
+                      queries: list[str]) -> tuple[list[str], str]:
+        """The counters of the target whose series carry an HTTP status label, and that
+        label (the first of STATUS_LABELS the series have); nothing without counters."""
+        if not any(kind_of(n) == "counter" for n in target.names):
+            return [], ""
+        present = self._labels(target.matchers, steps, queries)
+        label = next((name for name in STATUS_LABELS if name in present), None)
+        if label is None:
+            return [], ""
+        coded = self._names([*target.matchers, f'{label}=~"[1-5].."'], steps, queries)
+        return coded, label
+
+    def _names(self, matchers: list[str], steps: _Steps, queries: list[str]) -> list[str]:
+        """Metric names of the series `matchers` select in the window (every name without
+        matchers), the alert series left out."""
+        return [n for n in self._values("__name__", matchers, steps, queries)
+                if n not in NOT_METRICS.split("|")]
+
+    def _values(self, label: str, matchers: list[str], steps: _Steps,
+                queries: list[str]) -> list[str]:
+        return self._strings(f"/api/v1/label/{label}/values", matchers, steps, queries)
+
+    def _labels(self, matchers: list[str], steps: _Steps, queries: list[str]) -> list[str]:
+        return self._strings("/api/v1/labels", matchers, steps, queries)
+
+    def _strings(self, path: str, matchers: list[str], steps: _Steps,
+                 queries: list[str]) -> list[str]:
+        params = {"start": str(steps.start), "end": str(steps.end)}
+        if matchers:
+            params = {"match[]": "{" + ",".join(matchers) + "}", **params}
+        data, text, _ = self._get(path, params)
+        queries.append(text)
+        if not isinstance(data, list) or not all(isinstance(v, str) for v in data):
+            raise self.client.error(f"answered {path} with something not a list of names")
+        return sorted(data)
 
     def _selector(self, matchers: list[str], service: str | None) -> str:
         return "{" + ",".join(matchers + self._service_matchers(service)) + "}"
@@ -355,6 +459,40 @@ class _Summaries:
             if summary and all(active.get(k) == v for k, v in labels.items()):
                 return summary
         return self.by_rule.get(labels.get("alertname", ""), "")
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """A service's series as the source labels them: the matchers selecting them, the metric
+    names they carry in the window, and the matcher found when it is not the configured
+    selector ('' when it is)."""
+
+    matchers: list[str]
+    names: list[str]
+    matched: str
+
+
+def _spellings(service: str) -> list[str]:
+    """The name, and without a service-like suffix (`checkout-service` is often `checkout`)."""
+    bare = re.sub(r"[-_.](?:service|svc|api|app|server)$", "", service, flags=re.IGNORECASE)
+    return list(dict.fromkeys([service, bare]))
+
+
+def _service_label_names(configured: str) -> list[str]:
+    """The labels a service's name may be in, as Prometheus label names (a Kubernetes label
+    `app.kubernetes.io/name` is `app_kubernetes_io_name` once scraped)."""
+    names = [re.sub(r"[^A-Za-z0-9_]", "_", label)
+             for label in (configured, *SERVICE_LABELS, "namespace")]
+    return [n for n in dict.fromkeys(names) if _LABEL.match(n)]
+
+
+def _names_matcher(names: Sequence[str]) -> str:
+    """A matcher for exactly these metric names (a metric name needs no escaping)."""
+    return f'__name__=~"{"|".join(names)}"'
+
+
+def _matched_note(service: str | None, target: _Target) -> str:
+    return f"{service} matched as {target.matched}" if target.matched else ""
 
 
 def guess_unit(name: str) -> str:

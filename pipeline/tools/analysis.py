@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 
 from models import tool_names
+from pipeline.data.metric_names import is_duration, is_error_ratio, saturation_of
 from pipeline.data.records import LEVEL_RANK
 from pipeline.rules.facts import FactKind, extract_facts
 from pipeline.tools.views import (
@@ -28,6 +29,8 @@ DEPLOY_LEAD = timedelta(minutes=90)
 """A deploy is in time for an onset when it went out at most this long before it."""
 ONSET_SLACK = timedelta(minutes=2)
 """Sampling slack: a deploy this much after the first sign still counts as before it."""
+SATURATED = 0.95
+"""A gauge at this share of its limit or more is at its limit."""
 DEPENDENCY_SLACK = timedelta(minutes=5)
 """A dependency's anomaly may start at most this long after the failing service's onset."""
 _MEMORY = re.compile(r"\b(?:memory|oom\w*|heap|killed|exit code 137|restart\w*)\b", re.I)
@@ -99,6 +102,19 @@ class Findings:
         """Shifted series of a service, earliest onset first."""
         found = [s for s in self.series if s.text("service") == service and s.shifted]
         return sorted(found, key=lambda s: (s.text("onset"), s.text("metric")))
+
+    def saturations(self, service: str | None) -> list[MetricView]:
+        """A service's gauges that rose to their limit (`conventions.saturation`: level over
+        limit shifted up and peaking at SATURATED or more), earliest onset first."""
+        return [s for s in self.shifts(service) if s.text("shift") == "up"
+                and saturation_of(s.text("metric")) is not None
+                and s.number("peak") >= SATURATED]
+
+    def symptom_shifts(self, service: str | None) -> list[MetricView]:
+        """A service's user-facing symptoms in its metrics: error ratios and durations that
+        shifted up, earliest onset first."""
+        return [s for s in self.shifts(service) if s.text("shift") == "up"
+                and (is_error_ratio(s.text("metric")) or is_duration(s.text("metric")))]
 
     # ---- events, deployments, alerts, runbooks --------------------------------------------
     def warning_reasons(self, service: str | None) -> list[Element]:

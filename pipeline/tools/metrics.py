@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from pipeline.data.source import DataSource
 
 ROLLING = 5
+STAND_IN_SHARE = 4
+"""Without baseline data, the window's first quarter (at least ROLLING points) stands in."""
 MAX_POINTS = 12
 DESCRIPTION = (
     "Query the metric series of a service in a time window and compare each with a baseline "
@@ -82,7 +84,8 @@ def query_metrics(source: DataSource, args: QueryMetricsArgs) -> ToolOutput:
     series = []
     for one in fetched.items:
         described = _describe(one, base_by_key.get((one.service, one.metric)),
-                              (start, end), (base_start, base_end))
+                              (start, end), (base_start, base_end),
+                              stand_in=args.baseline is None)
         if described is not None:
             series.append(described)
     series.sort(key=lambda s: (s["shift"] == "none", s["service"], s["metric"]))
@@ -100,8 +103,10 @@ def query_metrics(source: DataSource, args: QueryMetricsArgs) -> ToolOutput:
         filter=f'metric contains "{args.metric}"' if args.metric else "all metrics",
         queries=[*fetched.queries, *baseline.queries] or None,
     )
-    return ToolOutput(result={"summary": summary, "series": series}, scope=scope,
-                      found=bool(series))
+    result: dict[str, Any] = {"summary": summary, "series": series}
+    if fetched.note:
+        result["note"] = fetched.note
+    return ToolOutput(result=result, scope=scope, found=bool(series))
 
 
 def _slice(series: MetricSeries, start: datetime, end: datetime) -> tuple[int, int]:
@@ -110,8 +115,13 @@ def _slice(series: MetricSeries, start: datetime, end: datetime) -> tuple[int, i
 
 def _describe(
     series: MetricSeries, base_series: MetricSeries | None,
-    window: tuple[datetime, datetime], baseline: tuple[datetime, datetime],
+    window: tuple[datetime, datetime], baseline: tuple[datetime, datetime], *,
+    stand_in: bool = True,
 ) -> dict[str, Any] | None:
+    """A series in words and numbers against its baseline; with `stand_in` and no baseline
+    data, the first STAND_IN_SHARE of its points in the window stand in for the baseline
+    (a source holding less history than the baseline window: a new service, a new metric)
+    and the rest is compared with them, which the summary says."""
     lo, hi = _slice(series, *window)
     if lo >= hi:
         return None
@@ -119,6 +129,13 @@ def _describe(
     b_lo, b_hi = _slice(base_series, *baseline) if base_series is not None else (0, 0)
     base = (_Stats.of(base_series.values[b_lo:b_hi])
             if base_series is not None and b_lo < b_hi else None)
+    own = False
+    if base is None and stand_in and len(values) >= 2 * ROLLING:
+        # no data before the window: its own first points stand in for the baseline
+        cut = max(ROLLING, len(values) // STAND_IN_SHARE)
+        base, own = _Stats.of(values[:cut]), True
+        baseline = (times[0], times[cut - 1])
+        times, values = times[cut:], values[cut:]
     now = _Stats.of(values)
     peak_index = max(range(len(values)), key=values.__getitem__)
     low_index = min(range(len(values)), key=values.__getitem__)
@@ -135,6 +152,8 @@ def _describe(
     else:
         baseline_text = (f"baseline mean {fmt(base.mean)} (max {fmt(base.high)}) between "
                          f"{iso(baseline[0])} and {iso(baseline[1])}")
+        if own:
+            baseline_text += " (its first points: no data before the window)"
     extreme = (f"low {fmt(values[low_index])} at {iso(times[low_index])}" if shift == "down"
                else f"peak {fmt(values[peak_index])} at {iso(times[peak_index])}")
     if onset is not None:
@@ -158,7 +177,7 @@ def _describe(
         "onset": iso(onset) if onset else None,
         "summary": summary,
         "points": _downsample(times, values),
-    }
+    } | ({"baseline_in_window": True} if own else {})
 
 
 def _stats_json(stats: _Stats, window: tuple[datetime, datetime]) -> dict[str, Any]:

@@ -161,8 +161,9 @@ def test_investigator__a_failed_call_becomes_missing_information() -> None:
     investigation = investigate(transcript)
     output = investigation.output
     assert investigation.dropped == []
-    assert "The query_metrics call for checkout-service failed: its evidence is missing." in (
-        output.missing_info)
+    # the reason the tool answered, without the error's class name (issue 23, item 5)
+    assert ("The query_metrics call for checkout-service failed (metrics backend timed out): "
+            "its evidence is missing.") in output.missing_info
     assert not any("TimeoutError" in m for m in output.missing_info)
     failed = next(r.tool_call_id for r in broken if r.status is LifecycleStatus.ERROR)
     assert all(b.invocation_id != failed for c in output.claims for b in c.evidence_bindings)
@@ -284,4 +285,5 @@ def test_investigator__without_any_evidence_it_claims_nothing() -> None:
     assert step.final_output is not None  # no lead to follow without evidence
     output = ExecutorEvidenceV2.model_validate_json(step.final_output)
     assert output.claims == [] and output.recommended_actions == []
-    assert sum("failed: its evidence is missing" in m for m in output.missing_info) == 4
+    assert sum(" failed" in m and m.endswith(": its evidence is missing.")
+               for m in output.missing_info) == 4

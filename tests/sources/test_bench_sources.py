@@ -31,7 +31,9 @@ def test_bench_sources__prints_latency_and_bytes_per_tool() -> None:
     for one in figures:
         assert 0 < one["p50_ms"] <= one["p95_ms"] <= one["max_ms"]
         assert one["fetched_bytes"] > 0 and one["stored_bytes"] > 0
-    assert report["prometheus"]["query_metrics"]["requests_per_call"] == 2
+    # window and baseline: each the service's names (`/api/v1/label/__name__/values`), then
+    # one query_range of its gauges (the scenarios' series are gauges, no counters)
+    assert report["prometheus"]["query_metrics"]["requests_per_call"] == 4
     assert report["prometheus"]["query_metrics"]["stored_bytes"] < \
         report["prometheus"]["query_metrics"]["fetched_bytes"]
     assert report["prometheus"]["version"].startswith("2.")

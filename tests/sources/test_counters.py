@@ -57,6 +57,8 @@ def test_derived__without_a_service_selects_by_name_only() -> None:
 
 
 T0 = 1_767_261_600
+NAMES = ["db_pool_in_use", "http_request_duration_seconds_bucket",
+         "http_request_duration_seconds_sum", "http_requests_created", "http_requests_total"]
 
 
 def _matrix(*series: tuple[dict[str, str], list[float]]) -> httpx.Response:
@@ -73,8 +75,17 @@ def test_prometheus__counters_come_back_as_rates_and_buckets_as_a_quantile() -> 
     job = {"job": "checkout", "instance": "h:1"}
 
     def answer(request: httpx.Request) -> httpx.Response:
-        query = parse_qs(request.url.query.decode())["query"][0]
+        params = parse_qs(request.url.query.decode())
+        if request.url.path.startswith("/api/v1/label"):  # names, labels, names with a code
+            asked.append(request.url.path)
+            coded = "code" in params["match[]"][0]
+            return httpx.Response(200, json={"status": "success", "data": (
+                ["job", "instance", "code", "le"] if request.url.path == "/api/v1/labels"
+                else ["http_requests_total"] if coded else NAMES)})
+        query = params["query"][0]
         asked.append(query)
+        if query.startswith("(sum by"):  # the error ratio
+            return _matrix(({"job": "checkout"}, [0.0, 0.47]))
         if query.startswith("rate(") and "http_requests_total" in query:
             return _matrix(({**job, "code": "200"}, [20.0, 20.0]),
                            ({**job, "code": "500"}, [0.0, 18.0]))
@@ -99,11 +110,15 @@ def test_prometheus__counters_come_back_as_rates_and_buckets_as_a_quantile() -> 
     shown = {(s.metric, s.unit): s.values for s in fetched.items}
     assert shown == {
         ("db_pool_in_use", ""): [3.0, 20.0],
+        ('rate(http_requests_total{code=~"5.."}[20s]) / rate(http_requests_total[20s])',
+         "ratio"): [0.0, 0.47],
         ('rate(http_requests_total[20s]){code="200"}', "/s"): [20.0, 20.0],
         ('rate(http_requests_total[20s]){code="500"}', "/s"): [0.0, 18.0],
         ("rate(http_request_duration_seconds_sum[20s])", "s/s"): [1.0, 9.0],
         ("histogram_quantile(0.95, rate(http_request_duration_seconds_bucket[20s]))", "s"):
             [0.05, 0.49],
     }
-    assert len(asked) == 4 and len(fetched.queries) == 4
+    # names, labels, names with a status code; the gauges, the error ratio, three rates
+    assert len(asked) == 8 and len(fetched.queries) == 8
+    assert not any("http_requests_created" in q for q in asked)
     assert all(s.service == "checkout" for s in fetched.items)

@@ -42,7 +42,9 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 QUERY_PREFIX: dict[str, str | tuple[str, ...]] = {
     "search_logs": "GET /loki/api/v1/query",
-    "query_metrics": "GET /api/v1/query_range?query=",
+    # the service's metric names (and labels) in the window, then the range queries
+    "query_metrics": ("GET /api/v1/query_range?query=", "GET /api/v1/label/__name__/values?",
+                      "GET /api/v1/labels?"),
     # the window's history from Prometheus's ALERTS (and its alert summaries), what fires
     # now from Alertmanager
     "list_alerts": ('GET /api/v1/query_range?query={__name__="ALERTS"', "GET /api/v1/alerts",

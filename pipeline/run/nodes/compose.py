@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -30,9 +30,11 @@ from pipeline.serialization import canonical_bytes
 from pipeline.tools.builtin import BUILTIN_TOOLS
 
 
-def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> PipelineState:
+def prepare_composition(state: PipelineState, document: Mapping[str, Any], *,
+                        failures: Sequence[str] = ()) -> PipelineState:
     """Build the Composer input from the verified, checked material; record the actions the
-    action guard withheld."""
+    action guard withheld. `failures` are the errors the run's failed tool calls answered:
+    part of what the run holds, so a gap may say why a call failed in their words."""
     assert state.verifier_output is not None and state.effective_verdict is not None
     composition = build_composition(
         query=state.query,
@@ -45,7 +47,7 @@ def prepare_composition(state: PipelineState, document: Mapping[str, Any]) -> Pi
         runbook_steps=state.runbook_steps,
         evidence=[*(e.matched_text for e in gatekeeper_of(state).verified_evidence),
                   *sorted({e.tool_name for e in gatekeeper_of(state).verified_evidence}
-                          | {t.name for t in BUILTIN_TOOLS})],
+                          | {t.name for t in BUILTIN_TOOLS}), *failures],
         unsaid=gatekeeper_of(state).unsaid,
     )
     return state.model_copy(update={"composer_input": composition.composer_input,

@@ -67,7 +67,9 @@ def body(ctx: NodeContext, inp: NodeInput) -> Step:
     log = attempt_log(ctx, inp)
     pipeline = verify_node(inp.state.pipeline, verifier=ctx.agents.verifier, log=log)
     if pipeline.effective_verdict is not None:
-        pipeline = prepare_composition(pipeline, document(inp.head.run_id, inp.raw_output))
+        pipeline = prepare_composition(
+            pipeline, document(inp.head.run_id, inp.raw_output),
+            failures=[i.error for i in inp.invocations if i.error])
     state = logged(inp.state, log).model_copy(update={"pipeline": pipeline})
     return Step(state, [("verify", "completed", {
         "verifier_status": pipeline.verifier_status.value,
