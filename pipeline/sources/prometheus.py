@@ -165,8 +165,8 @@ class Prometheus:
         queries: list[str] = []
         target = self._target(q.service, steps, queries)
         if target is None:
-            return Fetched(items=[], total=0, queries=tuple(queries),
-                           note=self._unmatched(q.service, steps, queries))
+            note = self._unmatched(q.service, steps, queries)
+            return Fetched(items=[], total=0, queries=tuple(queries), note=note)
         coded, status_label = self._status_coded(target, steps, queries)
         signals = select(target.names, metric=q.metric, status_named=coded)
         selector = ",".join(target.matchers)

@@ -53,6 +53,14 @@ def test_planner__classify_intent(query: str, intent: Intent) -> None:
         ("why is basket-service failing", KNOWN, "basket-service"),  # service-like word
         ("why are the slow-ish pages slow", KNOWN, None),
         ("why is ledger-api failing", [], "ledger-api"),
+        # the subject of a question about one thing, whatever its name looks like (issue 23)
+        ("Why is checkout returning 500s?", [], "checkout"),
+        ("Why is node-exporter down?", [], "node-exporter"),
+        ("Is anything wrong with checkout?", [], "checkout"),
+        ("Is checkout down?", [], "checkout"),
+        ("Why is the site down?", [], None),
+        ("why is it slow", [], None),
+        ("Why are we returning errors?", [], None),
     ],
 )
 def test_planner__find_service(text: str, known: list[str], service: str | None) -> None:

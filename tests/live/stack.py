@@ -174,6 +174,10 @@ class LiveStack:
         state = "firing" if firing else "resolved"
         raise HarnessError(f"alert {name} not {state} after {timeout_s:g} s")
 
+    def selector(self) -> str:
+        """The label matcher of the test service's series under this convention."""
+        return f'service="{SERVICE}"' if self.convention == "service" else f'job="{SERVICE}"'
+
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
         """An instant query's result vector."""
         params = {"query": promql, **({"time": str(at)} if at is not None else {})}

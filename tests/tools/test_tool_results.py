@@ -171,6 +171,25 @@ def test_query_metrics__explicit_baseline(call: Any, doc: Any) -> None:
     assert result["series"][0]["baseline"]["start"] == "2026-11-30T09:00:00Z"
 
 
+def test_query_metrics__without_history_before_the_window_its_first_points_stand_in(
+        call: Any, doc: Any) -> None:
+    """issue 23 (5): with less history than the baseline window every series was "shift
+    unknown without baseline" and dropped; now the window's first quarter stands in, and
+    the summary says so."""
+    window = {"start": "2026-11-30T08:00:00Z", "end": "2026-11-30T15:00:00Z"}
+    result = doc(call(CHECKOUT, "query_metrics", service="checkout-service", metric="error",
+                      window=window))
+    [series] = result["series"]
+    assert series["baseline_in_window"] is True and series["shift"] == "up"
+    assert series["baseline"]["start"] == "2026-11-30T09:00:00Z"
+    assert series["baseline"]["end"] < "2026-11-30T14:00:00Z" < series["onset"]
+    assert "(its first points: no data before the window)" in series["summary"]
+    explicit = doc(call(CHECKOUT, "query_metrics", service="checkout-service", metric="error",
+                        window=window, baseline={"start": "2026-11-29T09:00:00Z",
+                                                 "end": "2026-11-29T10:00:00Z"}))
+    assert explicit["series"][0]["shift"] == "unknown"  # an explicit baseline is kept
+
+
 # ---- alerts, deployments, events ---------------------------------------------------------
 
 def test_list_alerts__active_in_the_window_with_summaries(call: Any, doc: Any) -> None:
