@@ -91,8 +91,9 @@ def print_invocations(console: Console, invocations: Sequence[ToolInvocation]) -
         table.add_column(column)
     for i in invocations:
         arguments = ", ".join(f"{k}={v}" for k, v in i.arguments.items())
-        table.add_row(i.tool_name, arguments, str(i.status), str(i.evidence_status or ""),
-                      i.error or "")
+        # as text, never markup: "(configure [sources.prod.loki])" is not a style
+        table.add_row(Text(i.tool_name), Text(arguments), str(i.status),
+                      str(i.evidence_status or ""), Text(i.error or ""))
     console.print(table)
 
 

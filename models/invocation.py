@@ -46,13 +46,18 @@ class QueryScope(Contract):
         default=None,
         description="The exact backend queries run (PromQL or LogQL text, an API path with its "
         "parameters), so a reader can run them again; None for in-memory sources.")
+    note: str | None = Field(
+        default=None, max_length=2000,
+        description="How the backend matched the service: under another label than the "
+        "configured one, or not at all (then naming the services it has); None when as asked.")
 
     @model_serializer(mode="wrap")
     def _without_absent_queries(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Left out rather than null: scopes of in-memory sources keep their bytes (and hashes).
         data: dict[str, Any] = handler(self)
-        if not data.get("queries"):
-            data.pop("queries", None)
+        for key in ("queries", "note"):
+            if not data.get(key):
+                data.pop(key, None)
         return data
 
 

@@ -36,7 +36,7 @@ from models.executor import (
     Hypothesis,
     RecommendedAction,
 )
-from pipeline.data.metric_names import saturation_of
+from pipeline.data.metric_names import is_target, saturation_of
 from pipeline.data.records import iso
 from pipeline.ids import mint_tool_call_id
 from pipeline.rules.facts import FactMemo, FactSet
@@ -278,6 +278,7 @@ class _Report:
         if scope.window is not None:
             paths += [("$.scope.window.start", scope.window.start),
                       ("$.scope.window.end", scope.window.end)]
+        paths.append(("$.scope.note", scope.note))
         bindings: list[Binding] = [(call, path, None) for path, value in paths if value]
         return self.claim(text, ClaimKind.NEGATIVE_OBSERVATION, critical=critical,
                           bindings=bindings)
@@ -425,11 +426,15 @@ def _metric_claims(report: _Report, call: CallView, service: str | None, *, crit
     if call.empty:
         metric = call.argument("metric")
         what = f'metrics matching "{metric}"' if metric else "metrics"
-        return [report.negative(call, f"No {what} were found for {call.service or 'any service'}",
-                                critical=False)]
+        text = f"No {what} were found for {call.service or 'any service'}"
+        note = call.scope.note or ""
+        if _UNMATCHED.match(note):  # the name matched nothing: say so, with what there is
+            return [report.negative(call, f"{text}: {note}", critical=False)]
+        return [report.negative(call, text, critical=False)]
     series = [s for s in metric_series(call)
               if call.service is not None or service is None or s.text("service") == service]
-    shifted = [s for s in series if s.shifted]
+    shifted = [s for s in series if s.shifted
+               or (is_target(s.text("metric")) and s.data.get("low") == 0)]
     ids = [report.claim(s.text("summary"), ClaimKind.FINDING, critical=critical,
                         bindings=[(call, s.at("summary"), None)]) for s in shifted]
     if not shifted:
@@ -562,10 +567,11 @@ def _dependency_root_cause(report: _Report, findings: Findings, dependency: str)
 def _saturation_blame(findings: Findings) -> tuple[MetricView, MetricView] | None:
     """The focus's gauge at its limit that explains a symptom in its metrics: a saturation
     (`Findings.saturations`) that left its baseline no later than the earliest error ratio
-    or duration that rose (`Findings.symptom_shifts`), and reached its limit within
-    ONSET_SLACK of the symptom's peak; with the symptom. A saturation that rose after the
-    symptom is an effect as likely as a cause, and one that peaked apart from it (an earlier
-    episode in the same window) explains another problem: neither is blamed."""
+    or duration that rose (`Findings.symptom_shifts`), and is still high while the symptom
+    is (`_still_high`), or, the symptom over, reached its limit within ONSET_SLACK of the
+    symptom's peak; with the symptom. A saturation that rose after the symptom is an effect
+    as likely as a cause, and one that is over while the symptom goes on (an earlier episode
+    in the same window) explains another problem: neither is blamed."""
     symptoms = findings.symptom_shifts(findings.focus)
     if not symptoms:
         return None
@@ -575,10 +581,25 @@ def _saturation_blame(findings: Findings) -> tuple[MetricView, MetricView] | Non
         return None
     for saturation in findings.saturations(findings.focus):
         start, full = saturation.time("onset"), saturation.time("peak_at")
-        if (start is not None and full is not None and start <= onset
-                and abs(peak - full) <= ONSET_SLACK):
+        if start is None or full is None or start > onset:
+            continue
+        if _still_high(symptom):
+            if _still_high(saturation):
+                return saturation, symptom
+        elif abs(peak - full) <= ONSET_SLACK:
             return saturation, symptom
     return None
+
+
+def _still_high(series: MetricView) -> bool:
+    """The series' latest points (the last of its downsampled `points`) are nearer its peak
+    than its baseline mean: the episode that raised it is not over."""
+    points = series.data.get("points") or []
+    baseline = series.data.get("baseline") or {}
+    if not points or not isinstance(baseline.get("mean"), int | float):
+        return False
+    last, base = float(points[-1][1]), float(baseline["mean"])
+    return last - base >= (series.number("peak") - base) / 2
 
 
 def _saturation_root_cause(report: _Report, findings: Findings, saturation: MetricView,
@@ -634,8 +655,12 @@ def _alert_claims(report: _Report, findings: Findings, *, quiet: bool) -> None:
                      bindings=[(alert.call, alert.at("summary"), None)])
     for call in findings.calls:
         if call.tool == tool_names.LIST_ALERTS and call.empty:
+            # a service no series matched is no service the alerts would name either: its
+            # empty alert list says nothing of its health
+            known = call.service not in unmatched_services(findings)
             report.negative(call, f"No alerts were active for {call.service or 'any service'}"
-                            f"{_span(call)}", critical=quiet and call.service == findings.focus)
+                            f"{_span(call)}",
+                            critical=quiet and known and call.service == findings.focus)
 
 
 def _runbook_claims(report: _Report, findings: Findings) -> list[tuple[str, Element]]:
@@ -675,13 +700,23 @@ def _failed_calls(findings: Findings) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
+_UNMATCHED = re.compile(r"no series matched ")
+"""How a metrics source notes that the service asked about matched nothing."""
+
+
+def unmatched_services(findings: Findings) -> list[str]:
+    """Services the metrics source matched no series of, in call order."""
+    return list(dict.fromkeys(
+        call.service for call in findings.calls
+        if call.empty and call.tool == tool_names.QUERY_METRICS and call.service
+        and _UNMATCHED.match(call.scope.note or "")))
+
+
 def _unmatched(findings: Findings) -> list[str]:
-    """A service the source matched no series of: said, so an empty answer is not read as
-    all being quiet."""
-    return [f"No series of {call.service} were found: {call.document['note']}; its metrics "
-            "were not checked." for call in findings.calls
-            if call.empty and call.tool == tool_names.QUERY_METRICS
-            and str(call.document.get("note", "")).startswith("no series matched")]
+    """A service the source matched no series of: said as a gap, so an empty answer is not
+    read as all being quiet."""
+    return [f"The metrics of {service} were not checked: no series matched {service}."
+            for service in unmatched_services(findings)]
 
 
 def _stand_in_baselines(findings: Findings) -> list[str]:
@@ -728,6 +763,11 @@ def _conclude(report: _Report, findings: Findings, *, root_id: str | None,
         report.action(f"Check what changed for {focus} outside the queried data "
                       "(configuration, feature flags, data, traffic, upstream providers)",
                       symptom_ids[:1])
+    elif focus in unmatched_services(findings):
+        unmatched = [c.claim_id for c in report.claims if c.text.startswith("No metrics were")
+                     and f"no series matched {focus}" in c.text]
+        report.action(f"Ask again about {focus} by the name the source knows it by (see the "
+                      "services it has)", unmatched)
     else:
         negatives = [c.claim_id for c in report.claims
                      if c.kind is ClaimKind.NEGATIVE_OBSERVATION and c.critical]

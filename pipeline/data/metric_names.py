@@ -50,6 +50,12 @@ def kind_of(name: str) -> Kind:
     return "gauge"
 
 
+def is_target(metric: str) -> bool:
+    """`metric` is Prometheus's `up` of one or more scrape targets (`up{instance="..."}` when
+    several are told apart)."""
+    return metric == TARGETS or metric.startswith(TARGETS + "{")
+
+
 def saturation_name(gauge: str, limit: str) -> str:
     """The name a gauge's saturation (level over limit) is shown by."""
     return f"{gauge} / {limit}"
@@ -83,5 +89,6 @@ def is_duration(metric: str) -> bool:
 
 
 __all__ = ["BOOKKEEPING", "COUNTER_SUFFIXES", "DURATION", "LIMIT_SUFFIXES", "SERVER_ERRORS",
-           "TARGETS", "Kind", "error_ratio_name", "is_duration", "is_error_ratio", "kind_of",
+           "TARGETS", "Kind", "error_ratio_name", "is_duration", "is_error_ratio", "is_target",
+           "kind_of",
            "saturation_name", "saturation_of"]

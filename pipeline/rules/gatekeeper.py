@@ -246,7 +246,7 @@ def _result(audit: _Audit, *, schema_ok: bool) -> dict[str, Any]:
 
 def scope_text(scope: QueryScope) -> list[str]:
     """The scope's values as texts, for fact comparison."""
-    texts = [scope.service or "", scope.filter or ""]
+    texts = [scope.service or "", scope.filter or "", scope.note or ""]
     if scope.window is not None:
         texts += [scope.window.start, scope.window.end]
     return [t for t in texts if t]

@@ -7,12 +7,16 @@
 
 Every alert Alertmanager holds is asked for, silenced, inhibited and not yet processed ones
 included (a silenced alert still fired), narrowed by a `filter` label matcher on
-`service_label` when the query names a service. Each becomes one `Alert`: name the `alertname`
-label, service the `service_label` label (else the queried service, else the target its labels
-name: `job`, `app` ..., `pipeline.sources.labels`), severity the `severity` label, summary the
-first of `summary_annotations` that is set. It is `resolved` (at `endsAt`) when `endsAt` lies at or
-before both the window's end and the time of the call, else `firing`. Only alerts active at
-some time in the window are kept, by start then name, at most `MAX_ALERTS`.
+`service_label` when the query names a service. When no alert carries that label for the
+service (a scrape target's alerts have only `job` and `instance`), every alert is asked for
+once more and those naming the service in another of the labels people use
+(`pipeline.sources.labels.SERVICE_LABELS`) are kept, which the answer's `note` says. Each
+becomes one `Alert`: name the `alertname` label, service the `service_label` label (else the
+queried service, else the target its labels name: `job`, `app` ..., `pipeline.sources.labels`),
+severity the `severity` label, summary the first of `summary_annotations` that is set. It
+is `resolved` (at `endsAt`) when `endsAt` lies at or before both the window's end and the time
+of the call, else `firing`. Only alerts active at some time in the window are kept, by start
+then name, at most `MAX_ALERTS`.
 
 The v2 API drops resolved alerts: `GET /api/v2/alerts` leaves out every alert whose `endsAt`
 has passed, even while Alertmanager still holds it, so this backend only ever sees what fires
@@ -36,7 +40,7 @@ from pipeline.data.records import Alert
 from pipeline.data.source import AlertQuery, BackendStatus, Fetched
 from pipeline.sources.config import AlertmanagerBackend
 from pipeline.sources.http import BackendClient
-from pipeline.sources.labels import target_name
+from pipeline.sources.labels import SERVICE_LABELS, target_name
 from pipeline.sources.prometheus import SERVICE_NAME
 
 MAX_ALERTS = 500
@@ -71,11 +75,21 @@ class Alertmanager:
     def list_alerts(self, q: AlertQuery) -> Fetched[Alert]:
         """Alerts of the service active in the window, by start then name."""
         path, params = "/api/v2/alerts", self._params(q.service)
-        body, size = self.client.get_json(path, params)
-        try:
-            wire = _Alerts.model_validate({"alerts": body})
-        except ValidationError:
-            raise self.client.error("answered /api/v2/alerts in an unknown shape") from None
+        wire, size = self._get(path, params)
+        queries = [self.client.query_text(path, params)]
+        note = ""
+        if not wire.alerts and q.service is not None:
+            # none under the configured label: the service may be named by another one
+            # (`job`, `app` ...), as most alerts of scrape targets are
+            wider = {k: v for k, v in params.items() if k != "filter"}
+            every, more = self._get(path, wider)
+            queries.append(self.client.query_text(path, wider))
+            size += more
+            wire = _Alerts(alerts=[a for a in every.alerts if self._labels(a, q.service)])
+            labels = sorted({label for a in wire.alerts for label in self._labels(a, q.service)})
+            if labels:
+                note = f"{q.service} matched as " + ", ".join(
+                    f'{label}="{q.service}"' for label in labels)
         called = self._clock()
         cutoff = min(q.end, called)
         alerts = [self._alert(raw, cutoff, q.service) for raw in wire.alerts]
@@ -84,9 +98,8 @@ class Alertmanager:
              if a.starts_at <= q.end and (a.ends_at is None or a.ends_at >= q.start)
              and q.state in ("any", a.state)),
             key=lambda a: (a.starts_at, a.name))
-        return Fetched(items=alerts[:MAX_ALERTS], total=len(alerts),
-                       queries=(self.client.query_text(path, params),), fetched_bytes=size,
-                       as_of=called)
+        return Fetched(items=alerts[:MAX_ALERTS], total=len(alerts), queries=tuple(queries),
+                       fetched_bytes=size, as_of=called, note=note)
 
     def check(self) -> BackendStatus:
         """Reachable, version (`/api/v2/status`), credentials accepted."""
@@ -95,6 +108,18 @@ class Alertmanager:
     def close(self) -> None:
         """Close the connection pool."""
         self.client.close()
+
+    def _get(self, path: str, params: dict[str, Any]) -> tuple[_Alerts, int]:
+        body, size = self.client.get_json(path, params)
+        try:
+            return _Alerts.model_validate({"alerts": body}), size
+        except ValidationError:
+            raise self.client.error("answered /api/v2/alerts in an unknown shape") from None
+
+    def _labels(self, raw: _GettableAlert, service: str) -> list[str]:
+        """The labels among SERVICE_LABELS whose value on the alert is `service`."""
+        return [label for label in SERVICE_LABELS
+                if raw.labels.get(label, "").lower() == service.lower()]
 
     def _params(self, service: str | None) -> dict[str, Any]:
         params: dict[str, Any] = {"active": "true", "silenced": "true", "inhibited": "true",

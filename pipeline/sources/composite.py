@@ -300,7 +300,7 @@ def merge_alerts(history: Fetched[Alert], current: Fetched[Alert]) -> Fetched[Al
     return Fetched(items=alerts, total=len(alerts) + cut,
                    queries=history.queries + current.queries,
                    fetched_bytes=history.fetched_bytes + current.fetched_bytes,
-                   note=history.note)
+                   note=history.note or current.note)
 
 
 def _folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 
 from models import tool_names
-from pipeline.data.metric_names import is_duration, is_error_ratio, saturation_of
+from pipeline.data.metric_names import is_duration, is_error_ratio, is_target, saturation_of
 from pipeline.data.records import LEVEL_RANK
 from pipeline.rules.facts import FactKind, extract_facts
 from pipeline.tools.views import (
@@ -110,6 +110,13 @@ class Findings:
                 and saturation_of(s.text("metric")) is not None
                 and s.number("peak") >= SATURATED]
 
+    def targets_down(self, service: str | None) -> list[MetricView]:
+        """A service's scrape targets (`up`) that were 0 in the window, whether or not long
+        enough to shift: the earliest first."""
+        found = [s for s in self.series if s.text("service") == service
+                 and is_target(s.text("metric")) and s.data.get("low") == 0]
+        return sorted(found, key=lambda s: s.text("low_at"))
+
     def symptom_shifts(self, service: str | None) -> list[MetricView]:
         """A service's user-facing symptoms in its metrics: error ratios and durations that
         shifted up, earliest onset first."""
@@ -159,6 +166,7 @@ class Findings:
         service = service or self.focus
         times = [p.time("first_ts") for p in self.bursts(service)]
         times += [s.time("onset") for s in self.shifts(service)]
+        times += [s.time("low_at") for s in self.targets_down(service)]
         times += [e.time("first_ts") for e in self.warning_reasons(service)]
         known = [t for t in times if t is not None]
         return min(known) if known else None

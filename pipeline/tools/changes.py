@@ -69,12 +69,13 @@ def list_alerts(source: DataSource, args: ListAlertsArgs) -> ToolOutput:
                                             state=args.state))
     alerts = sorted(fetched.items, key=lambda a: (a.starts_at, a.name))
     scope = QueryScope(service=args.service, window=alerts_window(fetched, start, end),
-                       filter=f"state = {args.state}", queries=list(fetched.queries) or None)
-    result: dict[str, Any] = {"alerts": [_alert_json(a) for a in alerts],
-                              "firing": sum(1 for a in alerts if a.state == "firing")}
-    if fetched.note:
-        result["note"] = fetched.note
-    return ToolOutput(result=result, scope=scope, found=bool(alerts))
+                       filter=f"state = {args.state}", queries=list(fetched.queries) or None,
+                       note=fetched.note or None)
+    return ToolOutput(
+        result={"alerts": [_alert_json(a) for a in alerts],
+                "firing": sum(1 for a in alerts if a.state == "firing")},
+        scope=scope, found=bool(alerts),
+    )
 
 
 def alerts_window(fetched: Fetched[Alert], start: datetime, end: datetime) -> TimeWindow:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from models.invocation import QueryScope
+from pipeline.data.metric_names import is_target
 from pipeline.data.records import MetricSeries, iso
 from pipeline.data.source import MetricQuery
 from pipeline.tools.formatting import format_value, rounded
@@ -101,12 +102,10 @@ def query_metrics(source: DataSource, args: QueryMetricsArgs) -> ToolOutput:
     scope = QueryScope(
         service=args.service, window=window,
         filter=f'metric contains "{args.metric}"' if args.metric else "all metrics",
-        queries=[*fetched.queries, *baseline.queries] or None,
+        queries=[*fetched.queries, *baseline.queries] or None, note=fetched.note or None,
     )
-    result: dict[str, Any] = {"summary": summary, "series": series}
-    if fetched.note:
-        result["note"] = fetched.note
-    return ToolOutput(result=result, scope=scope, found=bool(series))
+    return ToolOutput(result={"summary": summary, "series": series}, scope=scope,
+                      found=bool(series))
 
 
 def _slice(series: MetricSeries, start: datetime, end: datetime) -> tuple[int, int]:
@@ -154,7 +153,10 @@ def _describe(
                          f"{iso(baseline[0])} and {iso(baseline[1])}")
         if own:
             baseline_text += " (its first points: no data before the window)"
-    extreme = (f"low {fmt(values[low_index])} at {iso(times[low_index])}" if shift == "down"
+    # a scrape target that went down is its low, however briefly: 0 is a target not answering
+    down = is_target(series.metric) and values[low_index] == 0
+    extreme = (f"low {fmt(values[low_index])} at {iso(times[low_index])}"
+               if shift == "down" or down
                else f"peak {fmt(values[peak_index])} at {iso(times[peak_index])}")
     if onset is not None:
         verdict = f"shifted {shift} from baseline at {iso(onset)}"

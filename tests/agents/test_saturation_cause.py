@@ -84,3 +84,46 @@ def test_an_earlier_episode_in_the_window_explains_no_later_slowness() -> None:
 def test_a_pool_below_its_limit_is_not_blamed() -> None:
     claims = _claims({SATURATION: [0.1] * 12 + [0.6] * 8, ERRORS: [0.0] * 12 + [1.0] * 8})
     assert ClaimKind.ROOT_CAUSE not in claims
+
+
+def test_a_pool_episode_that_peaked_higher_does_not_explain_a_later_one() -> None:
+    """The live timeline: the pool leak raised p95 higher (requests waited for a connection)
+    than the later slowness did, so the peaks line up with the pool; the pool is over while
+    the slowness goes on."""
+    claims = _claims({SATURATION: [0.1] * 10 + [1.0] * 6 + [0.1] * 24,
+                      LATENCY: [0.07] * 10 + [0.66] * 6 + [0.07] * 8 + [0.6] * 16})
+    assert ClaimKind.ROOT_CAUSE not in claims
+
+
+def test_a_service_the_source_does_not_know_is_not_called_quiet() -> None:
+    """issue 23 (5): asking about a name no series carries answered "No metrics were found
+    ... No action is indicated"."""
+    note = ("no series matched billing through the labels job, service; the job label has "
+            "checkout, node-exporter")
+
+    @dataclass
+    class Unknown(_Source):
+        def query_metrics(self, query: MetricQuery) -> Fetched[MetricSeries]:
+            return Fetched(items=[], total=0, note=note)
+
+    request = ToolCallRequest(tool_call_id="toolu_01UNMATCHEDxxxxxxxxxxxxx",
+                              tool_name="query_metrics", arguments={"service": "billing"})
+    invocation = run_tool(default_registry(), request, source=Unknown({}),  # type: ignore[arg-type]
+                          max_items=50, max_bytes=65536)
+    assert invocation.projection is not None and invocation.projection.scope.note == note
+    made = build_output(Findings([CallView(invocation)], focus="billing"))
+    assert made.dropped == []
+    [claim] = made.output.claims
+    assert claim.text == f"No metrics were found for billing: {note}" and not claim.critical
+    assert "The metrics of billing were not checked: no series matched billing." in (
+        made.output.missing_info)
+    assert not any(a.text.startswith("No action is indicated")
+                   for a in made.output.recommended_actions)
+
+
+def test_a_target_down_for_two_scrapes_is_a_finding() -> None:
+    """issue 23 (2): "why is node-exporter down" never read `up`; a target down for less than
+    the 5 points a shift needs is still down."""
+    claims = _claims({"up": [1.0] * 20 + [0.0, 0.0]})
+    [finding] = claims[ClaimKind.FINDING]
+    assert finding.startswith("up of checkout: ") and "low 0 at " in finding

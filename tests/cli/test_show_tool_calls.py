@@ -43,3 +43,4 @@ def test_show__lists_every_tool_call_with_its_error(env: dict[str, str], tmp_pat
     for call in shown["invocations"]:
         assert call["tool_name"] in human
     assert "no logs backend" in human and "unreachable" in human
+    assert "(configure [sources.dead.loki])" in human  # the error as text, not as markup

@@ -150,3 +150,34 @@ def test_list_alerts__a_service_name_cannot_inject_a_matcher(
 def test_check__version_of_the_real_server(manager: Callable[..., Alertmanager]) -> None:
     status = manager("checkout-pool-exhaustion").check()
     assert (status.reachable, status.auth_ok, status.version) == (True, True, "0.25.0")
+
+
+def test_list_alerts__a_target_named_by_its_job_is_found() -> None:
+    """issue 23 (6): a scrape target's alert carries `job` and `instance`, no `service` label;
+    "No alerts were active for node-exporter" while TargetDown fired for it."""
+    body = [{"labels": {"alertname": "TargetDown", "job": "node-exporter",
+                        "instance": "n:9100", "severity": "critical"},
+             "annotations": {"summary": "A scrape target is down"},
+             "startsAt": "2026-01-01T10:00:00.000Z", "endsAt": "2026-01-01T12:00:00Z",
+             "updatedAt": "2026-01-01T10:00:00Z", "fingerprint": "abc", "receivers": [],
+             "status": {"state": "active", "silencedBy": [], "inhibitedBy": []}},
+            {"labels": {"alertname": "HighErrorRate", "job": "checkout"},
+             "annotations": {}, "startsAt": "2026-01-01T10:00:00.000Z",
+             "endsAt": "2026-01-01T12:00:00Z", "updatedAt": "2026-01-01T10:00:00Z",
+             "fingerprint": "def", "receivers": [],
+             "status": {"state": "active", "silencedBy": [], "inhibitedBy": []}}]
+
+    def answer(request: httpx.Request) -> httpx.Response:  # the filter as Alertmanager does
+        wanted = dict(f.split("=", 1) for f in request.url.params.get_list("filter"))
+        return httpx.Response(200, json=[a for a in body if all(
+            f'"{a["labels"].get(k, "")}"' == v for k, v in wanted.items())])
+
+    backend = Alertmanager("test", AlertmanagerBackend(url="http://am"),
+                           transport=httpx.MockTransport(answer),
+                           clock=lambda: datetime.fromisoformat("2026-01-01T11:00:00Z"))
+    start = datetime.fromisoformat("2026-01-01T09:00:00Z")
+    fetched = backend.list_alerts(AlertQuery(start, start + timedelta(hours=2),
+                                             service="node-exporter"))
+    assert [(a.name, a.service) for a in fetched.items] == [("TargetDown", "node-exporter")]
+    assert fetched.note == 'node-exporter matched as job="node-exporter"'
+    assert len(fetched.queries) == 2 and "filter" not in fetched.queries[1]
