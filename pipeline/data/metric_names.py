@@ -25,6 +25,16 @@ LIMIT_SUFFIXES = ("_max", "_limit", "_capacity")
 """A gauge named with one of these is the limit of the gauges of its stem."""
 SERVER_ERRORS = "5.."
 """The status codes counted as errors: the server's own failures."""
+KNOWN_LIMITS = {
+    # cAdvisor (the kubelet's /metrics/cadvisor): a container's memory against its limit
+    # (0 without one: the ratio is then infinite and dropped)
+    "container_memory_working_set_bytes": "container_spec_memory_limit_bytes",
+}
+"""Community metric families whose limit is named by another stem than `<stem>_max`."""
+CRASHES = re.compile(r"kube_pod_container_status_(?:restarts_total|last_terminated_reason)"
+                     r"|container_oom_events_total")
+"""kube-state-metrics' restarts and last-terminated reasons (`OOMKilled`), cAdvisor's OOM
+events: what a crash or a restart leaves in a Kubernetes cluster's metrics."""
 TARGETS = "up"
 """Prometheus's own series per scrape target: 1 when the last scrape answered, else 0."""
 BOOKKEEPING = "scrape_"
@@ -33,7 +43,9 @@ the monitoring's bookkeeping, not the service's signals, so never read as them."
 DURATION = re.compile(r"_seconds|duration|latency", re.IGNORECASE)
 """A name that says its values are durations."""
 _NAME = r"[A-Za-z_:][\w:]*"
-_SATURATION = re.compile(rf"(?P<gauge>{_NAME}) / (?P<limit>{_NAME}(?:{'|'.join(LIMIT_SUFFIXES)}))")
+_SATURATION = re.compile(
+    rf"(?P<gauge>{_NAME}) / (?P<limit>{_NAME}(?:{'|'.join(LIMIT_SUFFIXES)})"
+    rf"|{'|'.join(KNOWN_LIMITS.values())})")
 _ERROR_RATIO = re.compile(rf'rate\((?P<name>{_NAME})\{{\w+=~"5\.\."\}}\[\d+s\]\) / '
                           rf"rate\((?P=name)\[\d+s\]\)")
 _QUANTILE = re.compile(rf"histogram_quantile\([\d.]+, rate\((?P<name>{_NAME})_bucket\[")
@@ -88,7 +100,8 @@ def is_duration(metric: str) -> bool:
     return bool(DURATION.search(name)) and kind_of(name) == "gauge"
 
 
-__all__ = ["BOOKKEEPING", "COUNTER_SUFFIXES", "DURATION", "LIMIT_SUFFIXES", "SERVER_ERRORS",
+__all__ = ["BOOKKEEPING", "COUNTER_SUFFIXES", "CRASHES", "DURATION", "KNOWN_LIMITS",
+           "LIMIT_SUFFIXES", "SERVER_ERRORS",
            "TARGETS", "Kind", "error_ratio_name", "is_duration", "is_error_ratio", "is_target",
            "kind_of",
            "saturation_name", "saturation_of"]

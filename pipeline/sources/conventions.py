@@ -11,7 +11,9 @@ scenarios' names:
 - a request counter whose series carry an HTTP status label (`code`, `status_code`,
   `status`) gives the error ratio: the share of the request rate answered `5xx`;
 - a gauge beside its limit, the gauge `X_max`, `X_limit` or `X_capacity` of the same stem
-  (`db_pool_in_use` beside `db_pool_max`), gives its saturation: level over limit.
+  (`db_pool_in_use` beside `db_pool_max`), or a known family's limit (cAdvisor's
+  `container_memory_working_set_bytes` beside `container_spec_memory_limit_bytes`), gives its
+  saturation: level over limit.
 
     signals = select(names, metric="error", status_named=["http_requests_total"])
     signals.gauges          # ["db_pool_in_use", "db_pool_max", "up"]
@@ -21,7 +23,10 @@ scenarios' names:
 A symptom word a planner asks with (`error`, `latency`, `memory` ...) keeps the names that
 contain it, as before, plus what the conventions say about that symptom: for errors, the error
 ratio of every status-coded counter; for latency, the quantile of every duration histogram
-(`_seconds` or `duration` in its name); and, whatever the symptom, the resources (every
+(`_seconds` or `duration` in its name); for memory, restarts and crashes, kube-state-metrics'
+restarts and last-terminated reasons (`OOMKilled`) and cAdvisor's OOM events (their series are
+read by kind: a restarts counter as a rate, a reason as a 0/1 level); and, whatever the
+symptom, the resources (every
 saturation pair) and the targets (`up`), as the USE method checks them beside RED's symptoms.
 """
 
@@ -32,7 +37,9 @@ from dataclasses import dataclass, field
 
 from pipeline.data.metric_names import (
     BOOKKEEPING,
+    CRASHES,
     DURATION,
+    KNOWN_LIMITS,
     LIMIT_SUFFIXES,
     SERVER_ERRORS,
     TARGETS,
@@ -46,6 +53,7 @@ STATUS_LABELS = ("code", "status_code", "status")
 """Labels an HTTP or RPC request counter keeps its status in, most common first."""
 _LATENCY_WORDS = frozenset({"latency", "slow", "duration", "p95", "p99"})
 _ERROR_WORDS = frozenset({"error", "errors", "5xx", "fail", "failure"})
+_CRASH_WORDS = frozenset({"memory", "restart", "restarts", "oom", "crash"})
 
 
 @dataclass(frozen=True)
@@ -61,10 +69,11 @@ class Signals:
 
 def saturation_pairs(names: Iterable[str]) -> list[tuple[str, str]]:
     """Every (gauge, limit) pair among `names`: `limit` ends with a LIMIT_SUFFIXES suffix and
-    `gauge`, itself no limit, is its stem or starts with the stem and `_`."""
+    `gauge`, itself no limit, is its stem or starts with the stem and `_`; and the community
+    families whose limit has another stem (`KNOWN_LIMITS`) when both are there."""
     gauges = sorted({n for n in names if kind_of(n) == "gauge" and n != TARGETS})
     limits = [n for n in gauges if n.endswith(LIMIT_SUFFIXES)]
-    pairs = []
+    pairs = [(g, limit) for g, limit in KNOWN_LIMITS.items() if g in gauges and limit in gauges]
     for limit in limits:
         stem = limit.rsplit("_", 1)[0]
         pairs += [(g, limit) for g in gauges
@@ -88,6 +97,8 @@ def select(names: Sequence[str], *, metric: str | None,
         ratios = coded if word in _ERROR_WORDS else []
         if word in _LATENCY_WORDS:
             chosen += [n for n in names if kind_of(n) == "bucket" and DURATION.search(n)]
+        if word in _CRASH_WORDS:
+            chosen += [n for n in names if CRASHES.fullmatch(n)]
         chosen += [TARGETS] if TARGETS in names else []
         chosen += [name for pair in pairs for name in pair]
     chosen = list(dict.fromkeys(chosen))

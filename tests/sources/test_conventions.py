@@ -95,3 +95,20 @@ def test_recognisers_refuse_other_names() -> None:
     assert saturation_of("db_pool_in_use") is None
     assert saturation_of(saturation_name("a", "b")) is None  # `b` names no limit
     assert not is_error_ratio("rate(http_requests_total[20s])")
+
+
+def test_kubernetes_families__memory_against_its_limit_and_crashes() -> None:
+    """kube-state-metrics and cAdvisor name a container's limit and its restarts by their own
+    families: a crash question reads them, and the memory limit is a saturation."""
+    names = ["container_memory_working_set_bytes", "container_spec_memory_limit_bytes",
+             "kube_pod_container_status_restarts_total",
+             "kube_pod_container_status_last_terminated_reason", "container_oom_events_total",
+             "go_goroutines"]
+    signals = select(names, metric="memory", status_named=[])
+    pair = ("container_memory_working_set_bytes", "container_spec_memory_limit_bytes")
+    assert signals.saturations == [pair]
+    assert saturation_of(saturation_name(*pair)) == pair
+    assert "kube_pod_container_status_last_terminated_reason" in signals.gauges
+    assert signals.cumulative == ["container_oom_events_total",
+                                  "kube_pod_container_status_restarts_total"]
+    assert "go_goroutines" not in signals.gauges

@@ -48,7 +48,9 @@ QUERY_PREFIX: dict[str, str | tuple[str, ...]] = {
     # the window's history from Prometheus's ALERTS (and its alert summaries), what fires
     # now from Alertmanager
     "list_alerts": ('GET /api/v1/query_range?query={__name__="ALERTS"', "GET /api/v1/alerts",
-                    "GET /api/v1/rules", "GET /api/v2/alerts"),
+                    "GET /api/v1/rules", "GET /api/v2/alerts",
+                    # no alert under the configured label: how else the service is labelled
+                    "GET /api/v1/label/", "GET /api/v1/labels?"),
     "list_deployments": "GET /apis/apps/v1/namespaces/shop/",
     "get_events": "GET /api/v1/namespaces/shop/events",
 }
