@@ -330,11 +330,14 @@ def _near(claim: str, a: Fact, b: Fact) -> bool:
 
 
 def _family(fact: Fact) -> tuple[str, str]:
-    """A fact's sort and, for an identifier, its text before its last `-` part: the pods of
-    one replica set (`checkout-service-bd1f30671-*`) are one family, request ids (`req-*`)
-    another."""
-    stem = fact.text.rsplit("-", 1)[0] if fact.kind is FactKind.IDENTIFIER else ""
+    """A fact's sort and, for an identifier, its text before its last `-` or `_` part: the
+    pods of one replica set (`checkout-service-bd1f30671-*`) are one family, request ids
+    (`req-*`) another, HDFS blocks (`blk_2304…`, `blk_-2826…`) a third."""
+    stem = _LAST_PART.sub("", fact.text) if fact.kind is FactKind.IDENTIFIER else ""
     return fact.sort, stem.casefold()
+
+
+_LAST_PART = re.compile(r"[-_]+[^-_]*$")
 
 
 _RECORD = re.compile(r"\[\d+\].*$")

@@ -21,7 +21,7 @@ from pipeline.prompts import Prompt
 from pipeline.rules import lexicon
 from pipeline.rules.binder import bind
 from pipeline.rules.facts import FactSet, extract_facts
-from pipeline.rules.prose import quotations, split_claims
+from pipeline.rules.prose import plain_text, quotations, split_claims
 from pipeline.rules.statements import grounding_problem
 
 SSH_LOG = "\n".join([
@@ -387,3 +387,36 @@ def test_wording__a_finding_on_a_service_the_root_cause_names_is_critical() -> N
     assert [(c.kind.value, c.critical) for c in claims] == [
         ("ROOT_CAUSE", True), ("FINDING", True), ("FINDING", False)]
 
+
+
+# -- an underscore inside an identifier is no emphasis -----------------------------------------
+
+@pytest.mark.parametrize(("text", "plain"), [
+    ("Received blk_-684595390732854503 from /10.250.6.191.",
+     "Received blk_-684595390732854503 from /10.250.6.191."),
+    ("allocated blk_1 for /user/root/randtxt5/_temporary/_task_200811101024_0012_m_001726_0/x.",
+     "allocated blk_1 for /user/root/randtxt5/_temporary/_task_200811101024_0012_m_001726_0/x."),
+    ("the pool was _cut_ to *20*, not __50__", "the pool was cut to 20, not 50"),
+])
+def test_wording__an_underscore_inside_an_identifier_is_no_emphasis(text: str, plain: str) -> None:
+    assert plain_text(text) == plain
+
+
+HDFS_LOG = "\n".join([
+    "081110 103114 30 INFO dfs.FSNamesystem: BLOCK* NameSystem.delete: blk_2304296078821316612 "
+    "is added to invalidSet of 10.251.39.64:50010",
+    "081110 103615 19 INFO dfs.FSDataset: Deleting block blk_-2826763604408365998 file "
+    "/mnt/hadoop/dfs/data/current/subdir40/blk_-2826763604408365998",
+    "081111 023022 27 INFO dfs.FSNamesystem: BLOCK* NameSystem.delete: blk_-1071115021179995772 "
+    "is added to invalidSet of 10.250.11.53:50010",
+])
+
+
+def test_wording__blocks_with_and_without_a_sign_are_one_family() -> None:
+    """`blk_2304…` and `blk_-2826…` are two HDFS blocks of one list, each its own record: a
+    claim that names both is bound to both lines, not held to the first."""
+    bound = bind("NameSystem.delete added blk_2304296078821316612 to the invalidSet of "
+                 "10.251.39.64:50010, and FSDataset later deleted blk_-2826763604408365998.",
+                 [invocation_of(ImportedCall("hdfs", "hdfs.log", {}, HDFS_LOG),
+                                max_items=1000, max_bytes=131072)])
+    assert {b.path for b in bound} == {"$.lines[0]", "$.lines[1]"}
