@@ -549,7 +549,8 @@ class FactSet:
         if fact.kind in _TOKEN_KINDS:
             # a hex number by its text: 0x41 is not the 41 of some other token
             token = fact.text.casefold() if fact.shape == "hex" else fact.key
-            return token in self._tokens or self._parts_stated(fact)
+            return (token in self._tokens or self._parts_stated(fact)
+                    or self._directory_stated(fact))
         return False
 
     def _time_gaps(self) -> list[float]:
@@ -562,6 +563,14 @@ class FactSet:
             self._gaps = [abs(_between(a, b)) for n, a in enumerate(instants)
                           for b in instants[n + 1:]]
         return self._gaps
+
+    def _directory_stated(self, fact: Fact) -> bool:
+        """A directory of a path the evidence states: a file deleted from
+        `/mnt/…/subdir40/blk_-2826…` was deleted from `/mnt/…/subdir40`."""
+        if fact.shape != "path":
+            return False
+        prefix = fact.key.rstrip("/") + "/"
+        return any(token.startswith(prefix) for token in self._tokens)
 
     def _parts_stated(self, fact: Fact) -> bool:
         # host:port restated from a host and a port stated apart

@@ -420,3 +420,13 @@ def test_wording__blocks_with_and_without_a_sign_are_one_family() -> None:
                  [invocation_of(ImportedCall("hdfs", "hdfs.log", {}, HDFS_LOG),
                                 max_items=1000, max_bytes=131072)])
     assert {b.path for b in bound} == {"$.lines[0]", "$.lines[1]"}
+
+
+def test_wording__a_directory_of_a_stated_path_is_stated() -> None:
+    (directory,) = [f for f in extract_facts("deleted from /mnt/hadoop/dfs/data/current/subdir40.")
+                    if f.shape == "path"]
+    evidence = FactSet.from_texts([HDFS_LOG])
+    assert evidence.supports(directory)
+    (other,) = [f for f in extract_facts("deleted from /mnt/hadoop/dfs/data/current/subdir4.")
+                if f.shape == "path"]
+    assert not evidence.supports(other)
