@@ -12,6 +12,7 @@ from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
 from models.invocation import EvidenceStatus, ToolInvocation
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.rules import lexicon
+from pipeline.rules.attributes import attribute_conflict
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, FactSet, extract_facts
 from pipeline.rules.gatekeeper import scope_text
 from pipeline.rules.statements import grounding_problem
@@ -177,6 +178,7 @@ def _hold_to_evidence(
     facts = extract_facts(text, single_digits=True) if known is not None else []
     differing = [f for f in facts if known is not None and known.conflicts(f)]
     differing += severity_conflict(text, trusted) + alert_state_conflict(text, trusted)
+    differing += attribute_conflict(text, [item.matched_text for item in trusted])
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
     if differing and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED

@@ -430,3 +430,34 @@ def test_wording__a_directory_of_a_stated_path_is_stated() -> None:
     (other,) = [f for f in extract_facts("deleted from /mnt/hadoop/dfs/data/current/subdir4.")
                 if f.shape == "path"]
     assert not evidence.supports(other)
+
+
+# -- a number given as an attribute its evidence gives another number ---------------------------
+
+RATE_LIMIT = ("2026-12-09T10:14:08Z WARN pricing-api [pricing-api-299f1bb96-9l8z9] rate limit "
+              "exceeded for client catalog-service: 64 requests in flight (limit 16), rejecting "
+              "with 429")
+ERROR_RATE = json.dumps({"series": [{"summary": (
+    "http_error_rate of search-api: baseline mean 0.206% (max 0.456%) between "
+    "2026-12-07T12:00:00Z and 2026-12-07T14:00:00Z; in window mean 2.96%, peak 6.68% at "
+    "2026-12-07T15:07:00Z")}]})
+
+
+@pytest.mark.parametrize(("answer", "evidence", "expected"), [
+    ("The limit is 64 requests in flight per client.", ("warn.log", RATE_LIMIT),
+     Verification.CONTRADICTED),
+    ("The limit is 16, and catalog-service had 64 requests in flight.", ("warn.log", RATE_LIMIT),
+     Verification.DIRECT_OBSERVATION),
+    ("search-api's error rate averaged 6.68% over the window.",
+     ("query_metrics.json", ERROR_RATE), Verification.CONTRADICTED),
+    ("search-api's error rate averaged 2.96% in the window, against a baseline mean of 0.206%.",
+     ("query_metrics.json", ERROR_RATE), Verification.DIRECT_OBSERVATION),
+    ("search-api's error rate peaked at 6.68%.", ("query_metrics.json", ERROR_RATE),
+     Verification.DIRECT_OBSERVATION),
+    ("search-api's error rate peaked at 2.96%.", ("query_metrics.json", ERROR_RATE),
+     Verification.CONTRADICTED),
+])
+def test_wording__a_number_given_as_an_attribute_is_held_to_that_attributes_value(
+        answer: str, evidence: tuple[str, str], expected: Verification) -> None:
+    report = _checked(answer, evidence)
+    assert report.claims[0].verification is expected, report.claims[0].note
