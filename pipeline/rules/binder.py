@@ -74,6 +74,8 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
         record = _ordinal_record(ordinal, chosen[0], facts, words, quoted, candidates)
         if record is not chosen[0]:
             chosen = _supporting(claim, facts, words, candidates, start=record)
+    elif (named := _named_record(facts, chosen, candidates)) is not None:
+        chosen = _supporting(claim, facts, words, candidates, start=named[0], anchor=named[1])
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
     chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
                            taken=chosen)
@@ -142,10 +144,11 @@ def _candidate(invocation: ToolInvocation, path: tuple[Segment, ...], text: str)
 
 
 def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
-                candidates: list[_Candidate], *, start: _Candidate | None = None
-                ) -> list[_Candidate]:
+                candidates: list[_Candidate], *, start: _Candidate | None = None,
+                anchor: Fact | None = None) -> list[_Candidate]:
     """Greedy cover of the claim's facts: each step the candidate adding the most weight
-    (after `start`, the record the claim is about when it says which: "the first 500")."""
+    (after `start`, the record the claim is about when it says which: "the first 500", or
+    the one its `anchor` names)."""
     chosen: list[_Candidate] = [] if start is None else [start]
     open_facts = [f for f in facts if start is None or not start.facts.supports(f)]
     while open_facts and len(chosen) < MAX_BINDINGS:
@@ -156,7 +159,7 @@ def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
                 continue
             found = [f for f in open_facts if candidate.facts.supports(f)
                      and not (chosen and _settled(claim, f, facts, chosen[0], candidate))
-                     and not (start is not None and _picked(f, start, candidate))]
+                     and not (start is not None and _picked(f, start, candidate, anchor))]
             overlap = len(words & candidate.words)
             if not found or not _in_context(found, facts, candidate, overlap):
                 continue
@@ -270,12 +273,48 @@ def _ordinal_record(ordinal: str, primary: _Candidate, facts: list[Fact],
     return primary if picked is record else picked
 
 
-def _picked(fact: Fact, record: _Candidate, candidate: _Candidate) -> bool:
-    """Whether the record a claim picks by its place ("the last failed password") says
-    otherwise about `fact`, so that no other record of its list may be taken for it."""
-    return (fact.kind in _SETTLED_KINDS and record.facts.conflicts(fact)
-            and candidate.invocation is record.invocation
-            and _siblings(candidate.path) == _siblings(record.path))
+def _picked(fact: Fact, record: _Candidate, candidate: _Candidate,
+            anchor: Fact | None = None) -> bool:
+    """Whether the record a claim picks ("the last failed password", the line of the one
+    time it gives) says otherwise about `fact`, so that no other record of its list may be
+    taken for it; and, when the claim names one object of a family (one pod), whether
+    `candidate` is the record of another object of that family, taken for nothing."""
+    if (candidate.invocation is not record.invocation
+            or _siblings(candidate.path) != _siblings(record.path)):
+        return False
+    if fact.kind in _SETTLED_KINDS and record.facts.conflicts(fact):
+        return True
+    return (anchor is not None and anchor.kind is FactKind.IDENTIFIER
+            and _names_another(candidate, anchor))
+
+
+def _names_another(candidate: _Candidate, anchor: Fact) -> bool:
+    """Whether `candidate` states another member of `anchor`'s family and not `anchor`."""
+    return (not candidate.facts.supports(anchor)
+            and any(_family(f) == _family(anchor) for f in candidate.stated))
+
+
+def _named_record(facts: list[Fact], chosen: list[_Candidate], candidates: list[_Candidate]
+                  ) -> tuple[_Candidate, Fact] | None:
+    """The record a claim is about when it names it by the one time or object of its
+    family it gives ("Sun Dec 04 16:32:58 2005 | … state 6", "6g9wr | 0/1 |
+    CrashLoopBackOff"), while a value taken for it stands in another record of that list,
+    of another time or object: the record of the claim's anchor alone in that list, and the
+    anchor. None when no value taken is such a record."""
+    for anchor in facts:
+        if (anchor.kind not in (FactKind.IDENTIFIER, FactKind.TIMESTAMP)
+                or any(f is not anchor and _family(f) == _family(anchor) for f in facts)):
+            continue
+        for taken in chosen:
+            if not _RECORD_PATH.fullmatch(taken.path) or not _names_another(taken, anchor):
+                continue
+            named = [c for c in candidates if c.invocation is taken.invocation
+                     and _RECORD_PATH.fullmatch(c.path)
+                     and _siblings(c.path) == _siblings(taken.path)
+                     and c.facts.supports(anchor)]
+            if len(named) == 1:
+                return named[0], anchor
+    return None
 
 
 _RECORD_PATH = re.compile(r".*\[\d+\]")

@@ -461,3 +461,37 @@ def test_wording__a_number_given_as_an_attribute_is_held_to_that_attributes_valu
         answer: str, evidence: tuple[str, str], expected: Verification) -> None:
     report = _checked(answer, evidence)
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a record named by its time or its object is that record -----------------------------------
+
+MOD_JK_LOG = "\n".join([
+    "[Sun Dec 04 04:47:44 2005] [notice] workerEnv.init() ok /etc/httpd/conf/workers2.properties",
+    "[Sun Dec 04 05:15:16 2005] [error] mod_jk child workerEnv in error state 6",
+    "[Sun Dec 04 16:32:58 2005] [error] mod_jk child workerEnv in error state 7",
+])
+
+
+@pytest.mark.parametrize(("answer", "evidence", "expected"), [
+    ("| time | level | message |\n|---|---|---|\n"
+     "| Sun Dec 04 16:32:58 2005 | error | mod_jk child workerEnv in error state 6 |",
+     ("apache-error.log", MOD_JK_LOG), Verification.CONTRADICTED),
+    ("| time | level | message |\n|---|---|---|\n"
+     "| Sun Dec 04 16:32:58 2005 | error | mod_jk child workerEnv in error state 7 |",
+     ("apache-error.log", MOD_JK_LOG), Verification.DIRECT_OBSERVATION),
+    ("| pod | ready | status | restarts |\n|---|---|---|---|\n"
+     "| inventory-service-dce91a01f-6g9wr | 0/1 | CrashLoopBackOff | 7 |",
+     ("kubectl-get-pods.txt", PODS), Verification.CONTRADICTED),
+    ("| pod | ready | status | restarts |\n|---|---|---|---|\n"
+     "| inventory-service-dce91a01f-5bzh9 | 0/1 | CrashLoopBackOff | 6 |",
+     ("kubectl-get-pods.txt", PODS), Verification.DIRECT_OBSERVATION),
+    # both pods named: each its own record
+    ("inventory-service-dce91a01f-5bzh9 is in CrashLoopBackOff and "
+     "inventory-service-dce91a01f-6g9wr has 7 restarts.",
+     ("kubectl-get-pods.txt", PODS), Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_record_named_by_its_time_or_object_is_that_record(
+        answer: str, evidence: tuple[str, str], expected: Verification) -> None:
+    report = _checked(answer, evidence)
+    claim = report.claims[-1]  # the row, not the table's header
+    assert claim.verification is expected, (claim.note, claim.bindings)
