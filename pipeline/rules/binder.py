@@ -29,7 +29,14 @@ from typing import Any
 from models.executor import EvidenceBinding
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from pipeline.rules import lexicon
-from pipeline.rules.facts import IDENTIFYING_KINDS, Fact, FactKind, FactSet, extract_facts
+from pipeline.rules.facts import (
+    COUNTS,
+    IDENTIFYING_KINDS,
+    Fact,
+    FactKind,
+    FactSet,
+    extract_facts,
+)
 from pipeline.rules.jsonpath import Segment, format_path
 from pipeline.rules.projection import RESERVED_KEYS
 from pipeline.rules.text import normalize, value_text
@@ -195,7 +202,7 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
         return False
     anchors = [f for f in facts if f.kind in _ANCHORS and f is not fact]
     if fact.kind is FactKind.QUANTITY:
-        if _crossed(claim, fact, facts, primary, candidate):
+        if _crossed(claim, fact, facts, primary, candidate) or _counted(fact, primary):
             return True
         pairs = any(f is not fact and f.kind is FactKind.QUANTITY
                     and f.shape in (fact.shape, "")  # "from 8 to 46 connections"
@@ -352,6 +359,14 @@ def _crossed(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
     sorts = {f.sort for f in held}
     return any(g.sort in sorts and not given.supports(g) and not primary.facts.supports(g)
                for g in candidate.stated)
+
+
+def _counted(fact: Fact, primary: _Candidate) -> bool:
+    """Whether the main value counts what a count of the claim counts, another number of
+    them ("on 4 pods" against "21 OOMKilled events on 3 objects"): the step "4." of a runbook
+    is then no count of pods."""
+    return fact.unit in COUNTS and any(
+        s.kind is FactKind.QUANTITY and s.unit == fact.unit for s in primary.stated)
 
 
 _PAIR_CHARS = 16

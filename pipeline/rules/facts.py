@@ -96,8 +96,12 @@ _COUNT_NOUNS = (
     "|deployments|deployment|users|orders|messages|message|jobs|job|times|attempts|attempt"
     "|tries|calls|call|queries|query|rows|records|record|workers|threads|processes"
     "|containers|container|hosts|host|partitions|consumers|items|files|checks|probes|sessions"
+    "|objects|object"
 )
-_COUNTS = frozenset(noun.rstrip("s") for noun in _COUNT_NOUNS.split("|"))
+COUNTS = frozenset(noun.rstrip("s") for noun in _COUNT_NOUNS.split("|"))
+_SAME_COUNT = {"object": "pod", "replica": "pod"}
+"""Nouns that count the same things: the objects of a service's Kubernetes events and the
+replicas of its deployment are its pods ("21 OOMKilled events on 3 objects" is on 3 pods)."""
 """The dimensions of counts ("512 errors", "512 lines", "512 times"): the same count told of
 under another noun, never another unit."""
 _UNIT_ALT = "|".join(
@@ -366,6 +370,7 @@ def _make_quantity(raw: str, *, single_digits: bool = False) -> Fact | None:
         return Fact(FactKind.QUANTITY, raw, f"{value * magnitude:g}", value * magnitude, "",
                     0.5 * 10.0**-decimals * magnitude, number=value * magnitude)
     dimension, factor = _UNITS.get(unit_text, (unit_text.rstrip("s") or "", 1.0))
+    dimension = _SAME_COUNT.get(dimension, dimension)
     tolerance = 0.5 * 10.0**-decimals * factor
     key = f"{value * factor:g}{dimension}"
     return Fact(FactKind.QUANTITY, raw, key, value * factor, dimension, tolerance,
@@ -378,7 +383,7 @@ _REL = 1e-15
 
 def _quantities_match(claim: Fact, other: Fact) -> bool:
     assert claim.value is not None and other.value is not None
-    if claim.unit in _COUNTS and other.unit in _COUNTS:
+    if claim.unit in COUNTS and other.unit in COUNTS:
         return claim.value == other.value  # "322 times" of "322 ERROR lines"
     if claim.unit and other.unit and claim.unit != other.unit:
         return False
@@ -404,7 +409,7 @@ def _quantities_match(claim: Fact, other: Fact) -> bool:
 def _unit_changed(claim: Fact, other: Fact) -> bool:
     """The same number as written under another unit: 16 MB against 16 ms."""
     return bool(claim.unit and other.unit and claim.unit != other.unit
-                and not (claim.unit in _COUNTS and other.unit in _COUNTS)
+                and not (claim.unit in COUNTS and other.unit in COUNTS)
                 and claim.number is not None and claim.number == other.number)
 
 

@@ -519,13 +519,15 @@ _COUNT_WORD = re.compile(
 
 
 def _uncounted(text: str) -> str:
-    """`text` without the number words that count the identifiers it lists after them
-    ("two pods, billing-service-f48535746-w7v58 and billing-service-f48535746-srjwq"): the
-    claim states that count itself, and each identifier is a fact of its own."""
+    """`text` without the number words that count the identifiers or the times it lists
+    after them ("two pods, billing-service-f48535746-w7v58 and billing-service-f48535746-srjwq",
+    "twice, at 16:01:46 and 16:03:11"): the claim states that count itself, and each
+    identifier or time is a fact of its own."""
     for match in reversed(list(_COUNT_WORD.finditer(text))):
-        listed = {f.key for f in extract_facts(text[match.end():])
-                  if f.kind is FactKind.IDENTIFIER}
-        if len(listed) == lexicon.NUMBER_WORDS[match.group(0).casefold()]:
+        after = extract_facts(text[match.end():])
+        count = lexicon.NUMBER_WORDS[match.group(0).casefold()]
+        if any(len({f.key for f in after if f.kind is kind}) == count
+               for kind in (FactKind.IDENTIFIER, FactKind.TIMESTAMP)):
             text = text[:match.start()] + " " + text[match.end():]
     return text
 

@@ -495,3 +495,39 @@ def test_wording__a_record_named_by_its_time_or_object_is_that_record(
     report = _checked(answer, evidence)
     claim = report.claims[-1]  # the row, not the table's header
     assert claim.verification is expected, (claim.note, claim.bindings)
+
+
+# -- counts of listed things -------------------------------------------------------------------
+
+OOM_EVENTS = json.dumps({"reasons": [{"reason": "OOMKilled", "summary": (
+    "21 OOMKilled events (Warning, summed count 21) on 3 objects between "
+    "2026-12-02T08:41:46Z and 2026-12-02T09:58:32Z, e.g. Container inventory-service was "
+    "OOMKilled")}]})
+RUNBOOK = json.dumps({"documents": [{"id": "rb-oomkilled-crashloop", "excerpt": (
+    "1. List the events of the service's pods and count OOMKilled and BackOff events. "
+    "2. Compare the memory working set with the limit. 3. Roll back. 4. Look for a leak.")}]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("Kubernetes recorded 21 OOMKilled events on 4 pods between 08:41:46 and 09:58:32 UTC.",
+     Verification.CONTRADICTED),
+    ("Kubernetes recorded 21 OOMKilled events on 3 pods between 08:41:46 and 09:58:32 UTC.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__the_objects_of_kubernetes_events_are_its_pods(
+        answer: str, expected: Verification) -> None:
+    """(A runbook's step "4." is no count of pods.)"""
+    report = _checked(answer, ("get_events.json", OOM_EVENTS), ("search_runbooks.json", RUNBOOK))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("root logins failed twice, at 16:01:46 and 16:03:11.", None),
+    ("root logins failed three times, at 16:01:46 and 16:03:11.", "three"),
+])
+def test_wording__a_count_in_words_is_said_when_the_claim_lists_that_many_times(
+        text: str, unsaid: str | None) -> None:
+    material = ["Jul 10 16:01:46 combo sshd(pam_unix)[19939]: root logins failed",
+                "Jul 10 16:03:11 combo sshd(pam_unix)[19937]: root logins failed"]
+    problem = _unsaid(text, material)
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
