@@ -578,11 +578,17 @@ class FactSet:
         return any(token.startswith(prefix) for token in self._tokens)
 
     def _parts_stated(self, fact: Fact) -> bool:
-        # host:port restated from a host and a port stated apart
+        """host:port restated from a host and a port stated apart; not from a host stated
+        only with another port (`/10.10.34.13:33198` and `/10.10.34.11:3888` make no
+        `10.10.34.13:3888`)."""
         if fact.shape != "ip" or fact.key.count(":") != 1:
             return False
         host, port = fact.key.split(":")
-        return host in self._tokens and port in self._tokens
+        if host not in self._tokens or port not in self._tokens:
+            return False
+        with_ports = {f.key.partition(":")[0] for f in self._by_kind[FactKind.IDENTIFIER]
+                      if f.shape == "ip" and f.key.count(":") == 1}
+        return host not in with_ports or (FactKind.IDENTIFIER, host) in self._keys
 
     def conflicts(self, fact: Fact) -> bool:
         """True when the evidence states facts of the same kind and shape, none of which is

@@ -531,3 +531,29 @@ def test_wording__a_count_in_words_is_said_when_the_claim_lists_that_many_times(
                 "Jul 10 16:03:11 combo sshd(pam_unix)[19937]: root logins failed"]
     problem = _unsaid(text, material)
     assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+# -- an address of one host and another's port -------------------------------------------------
+
+ZK_LOG = "\n".join([
+    "2015-07-29 19:36:36,365 - INFO [/10.10.34.11:3888:QuorumCnxManager$Listener@493] - "
+    "Received connection request /10.10.34.13:33198",
+    "2015-08-24 20:57:14,495 - WARN [QuorumPeer[myid=1]/0:0:0:0:0:0:0:0:2181:QuorumCnxManager"
+    "@368] - Cannot open channel to 2 at election address /10.10.34.12:3888",
+])
+
+
+@pytest.mark.parametrize(("address", "stated"), [
+    ("10.10.34.13:3888", False),  # the host of one address, the port of another
+    ("10.10.34.12:3888", True),
+    ("10.10.34.13:33198", True),
+])
+def test_wording__an_address_is_not_made_of_two_addresses_parts(
+        address: str, stated: bool) -> None:
+    (fact,) = extract_facts(f"The election address is /{address}.")
+    assert FactSet.from_texts(ZK_LOG.splitlines()).supports(fact) is stated
+
+
+def test_wording__a_host_and_a_port_stated_apart_make_an_address() -> None:
+    (fact,) = extract_facts("It listens on 10.250.19.102:50010.")
+    assert FactSet.from_texts(["host 10.250.19.102 opened port 50010"]).supports(fact)
