@@ -21,6 +21,7 @@ through its scope (`$.scope.service`, `$.scope.filter`), as the contract require
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from pipeline.rules.facts import (
     extract_facts,
 )
 from pipeline.rules.jsonpath import Segment, format_path
-from pipeline.rules.projection import RESERVED_KEYS
+from pipeline.rules.projection import RESERVED_KEYS, listing_header
 from pipeline.rules.text import normalize, value_text
 
 MAX_BINDINGS = 6
@@ -114,11 +115,19 @@ def _usable(invocation: ToolInvocation) -> bool:
 
 
 def _candidates(invocation: ToolInvocation) -> Iterator[_Candidate]:
+    """Every value of `invocation`'s projection; the rows of a listing (`$.lines[7]`) with
+    the words of its header too, which name what each column holds ("COUNT", "RESTARTS")."""
     assert invocation.projection is not None
     document = invocation.projection.model_dump(mode="json")
+    header = _content_words(" ".join(listing_header(document.get("lines"))))
     for key, value in document.items():
         if key not in RESERVED_KEYS:
-            yield from _walk(invocation, value, (key,))
+            for candidate in _walk(invocation, value, (key,)):
+                yield (dataclasses.replace(candidate, words=candidate.words | header)
+                       if header and _LINE.fullmatch(candidate.path) else candidate)
+
+
+_LINE = re.compile(r"\$\.lines\[\d+\]")
 
 
 def _walk(invocation: ToolInvocation, value: Any, path: tuple[Segment, ...]

@@ -15,6 +15,7 @@ from pipeline.rules import lexicon
 from pipeline.rules.attributes import attribute_conflict
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, FactSet, extract_facts
 from pipeline.rules.gatekeeper import scope_text
+from pipeline.rules.projection import listing_header
 from pipeline.rules.statements import grounding_problem
 
 
@@ -47,18 +48,7 @@ def unsupported_facts(text: str, facts: FactSet) -> list[Fact]:
 _LINE = re.compile(r"\$\.lines\[\d+\]$")
 """A binding to one line of a text output (`$.lines[41]`): a log line or a row of
 command output is a record of its own, and the claim's words are read against it (and the
-output's header, `_header`), not against every other line of the file."""
-
-def _header(lines: object) -> list[str]:
-    """The leading lines of a text output that hold no digit: the command that printed it
-    and a listing's header (`NAME READY STATUS RESTARTS AGE`), which name its columns."""
-    header: list[str] = []
-    for line in lines[:3] if isinstance(lines, list) else []:
-        if any(ch.isdigit() for ch in str(line)):
-            break
-        header.append(str(line))
-    return header
-
+output's header, `projection.listing_header`), not against every other line of the file."""
 
 _TOOL_WORDS = re.compile(r"[-_.]+")
 """What separates the words of a tool's name (`list_alerts`, `kubectl-get-pods.txt`): the
@@ -84,7 +74,7 @@ def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocatio
             call = outputs.get(item.invocation_id)
             projection = call.projection if call is not None else None
             if _LINE.match(item.path):  # one line of a text output: that line is the record
-                material += _header(getattr(projection, "lines", None))
+                material += listing_header(getattr(projection, "lines", None))
             else:
                 if item.invocation_id not in texts:
                     texts[item.invocation_id] = (

@@ -557,3 +557,27 @@ def test_wording__an_address_is_not_made_of_two_addresses_parts(
 def test_wording__a_host_and_a_port_stated_apart_make_an_address() -> None:
     (fact,) = extract_facts("It listens on 10.250.19.102:50010.")
     assert FactSet.from_texts(["host 10.250.19.102 opened port 50010"]).supports(fact)
+
+
+# -- a listing's row is described by its header --------------------------------------------------
+
+TLS_EVENTS = "\n".join([
+    "$ kubectl get events -n ledger --field-selector involvedObject.name=ledger-api-tls",
+    "LAST SEEN              TYPE      REASON    OBJECT                       COUNT   MESSAGE",
+    "2026-12-03T06:15:00Z   Warning   Failed    certificate/ledger-api-tls   33      Failed to "
+    "renew certificate: ACME DNS-01 challenge for ledger-api.example.com failed",
+    "2026-12-03T07:15:00Z   Warning   Failed    certificate/ledger-api-tls   34      Failed to "
+    "renew certificate: ACME DNS-01 challenge for ledger-api.example.com failed",
+])
+
+
+@pytest.mark.parametrize(("row", "expected"), [
+    ("| 07:15 | renewal failed (count 43) |", Verification.CONTRADICTED),
+    ("| 07:15 | renewal failed (count 34) |", Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_listing_row_is_bound_by_the_words_of_its_header(
+        row: str, expected: Verification) -> None:
+    report = _checked(f"| time | event |\n|---|---|\n{row}",
+                      ("kubectl-get-events.txt", TLS_EVENTS))
+    claim = report.claims[-1]
+    assert claim.verification is expected, (claim.note, claim.bindings)
