@@ -161,6 +161,9 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         r"|(?<=code=)|(?<=returning )|(?<=returned ))[1-5]\d{2}\b"
         # not the tail of a larger number: "1,432 errors" is a count, not error code 432
         r"|(?<![\d,.])\b[45]\d{2}(?=s\b|\s+(?:errors?|responses?|status))"
+        # a status named on its own by an article or an ordinal: "the first 503."
+        r"|(?:(?<=\b[Aa] )|(?<=\b[Aa]n )|(?<=\b[Tt]he )|(?<=\bfirst )|(?<=\blast ))"
+        r"[45]\d{2}(?=[.,;:)]|$)"
         r"|(?<![\d,.])\b[1-5]\d{2}(?= (?:Internal|Bad|Service|Gateway|Not|Too|Forbidden"
         r"|Unauthorized|OK|Created|Conflict|Request|Payload|Unprocessable|Precondition|Method)))")),
     (FactKind.IDENTIFIER, "path", re.compile(

@@ -581,3 +581,17 @@ def test_wording__a_listing_row_is_bound_by_the_words_of_its_header(
                       ("kubectl-get-events.txt", TLS_EVENTS))
     claim = report.claims[-1]
     assert claim.verification is expected, (claim.note, claim.bindings)
+
+
+# -- an HTTP status named on its own ------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "number", "sort"), [
+    ("v4.2.0 went out 51 seconds before the first 503.", "503", "error_code/http"),
+    ("The last 429, at 10:59, closed the window.", "429", "error_code/http"),
+    ("The pool was raised to 503.", "503", "quantity"),
+    ("the 500 ms timeout", "500", "quantity/duration"),
+])
+def test_wording__a_status_named_by_an_article_is_an_http_code(
+        text: str, number: str, sort: str) -> None:
+    (fact,) = [f for f in extract_facts(text) if f.text.startswith(number)]
+    assert fact.sort == sort
