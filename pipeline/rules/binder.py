@@ -199,14 +199,15 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
     A number: one of the same output ("child 5386 in slot 7" against the line of child 5386
     that says slot 9, while another line says slot 7), or any, when that value states the
     number's pair ("the pool from 50 to 10" against a deploy "from 50 to 20", while a runbook
-    says 10). An identifier or a time: one of the same output, when the main value holds
-    another of the claim's anchors and the two are records of one list ("the 15:07:42
-    failure was req-0790b42a" against the line of req-0790b42a at 15:07:55, while another
-    line is at 15:07:42: a record's attributes swapped), unless the claim lists several of
-    the fact's family. A value that names an anchor of the claim of its own (another pod,
-    another time: a claim that lists several) is not held back, nor one of another output
-    for a number the main one does not pair (claims join sources: "512 errors after v2.3.1
-    went out")."""
+    says 10) and is not a record of the other's list (a range over a list: "PIDs from 24200
+    to 25505", the first line's and the last's). An identifier or a time: one of the same
+    output, when the main value holds another of the claim's anchors and the two are records
+    of one list ("the 15:07:42 failure was req-0790b42a" against the line of req-0790b42a at
+    15:07:55, while another line is at 15:07:42: a record's attributes swapped), unless the
+    claim lists several of the fact's family. A value that names an anchor of the claim of
+    its own (another pod, another time: a claim that lists several) is not held back, nor
+    one of another output for a number the main one does not pair (claims join sources: "512
+    errors after v2.3.1 went out")."""
     if fact.kind not in _SETTLED_KINDS or not primary.facts.conflicts(fact):
         return False
     anchors = [f for f in facts if f.kind in _ANCHORS and f is not fact]
@@ -217,6 +218,8 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
                     and f.shape in (fact.shape, "")  # "from 8 to 46 connections"
                     and _near(claim, f, fact) and primary.facts.supports(f) for f in facts)
         if not pairs:  # a number of another record of its list: only when crossed (above)
+            return False
+        if _sibling(candidate, primary):  # a range over a list: "PIDs from 24200 to 25505"
             return False
         if sum(1 for f in facts if primary.facts.supports(f)) < 2:
             return False
@@ -368,6 +371,13 @@ def _crossed(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
     sorts = {f.sort for f in held}
     return any(g.sort in sorts and not given.supports(g) and not primary.facts.supports(g)
                for g in candidate.stated)
+
+
+def _sibling(candidate: _Candidate, record: _Candidate) -> bool:
+    """Whether `candidate` is another record of the list `record` stands in."""
+    return (candidate.invocation is record.invocation and candidate.path != record.path
+            and _RECORD_PATH.fullmatch(candidate.path) is not None
+            and _siblings(candidate.path) == _siblings(record.path))
 
 
 def _counted(fact: Fact, primary: _Candidate) -> bool:

@@ -595,3 +595,25 @@ def test_wording__a_status_named_by_an_article_is_an_http_code(
         text: str, number: str, sort: str) -> None:
     (fact,) = [f for f in extract_facts(text) if f.text.startswith(number)]
     assert fact.sort == sort
+
+
+# -- a range over the records of one list ---------------------------------------------------------
+
+SSHD_PIDS = "\n".join([
+    "Dec 10 06:55:46 LabSZ sshd[24200]: reverse mapping checking getaddrinfo for "
+    "ns.marryaldkfaczcz.com [173.234.31.186] failed - POSSIBLE BREAK-IN ATTEMPT!",
+    "Dec 10 07:28:16 LabSZ sshd[24255]: Failed password for root from 112.95.230.3 port "
+    "32977 ssh2",
+    "Dec 10 11:04:23 LabSZ sshd[25505]: error: Received disconnect from 103.99.0.122: 14: No "
+    "more user authentication methods available. [preauth]",
+])
+
+
+def test_wording__a_range_takes_its_ends_from_two_records_of_one_list() -> None:
+    invocations = [invocation_of(ImportedCall("ssh", "openssh.log", {}, SSHD_PIDS),
+                                 max_items=1000, max_bytes=131072)]
+    bound = bind("These lines come from sshd on LabSZ, from 24200 to 25505.", invocations)
+    assert {b.path for b in bound} == {"$.lines[0]", "$.lines[2]"}
+    report = _checked("These lines come from sshd on LabSZ, from 24201 to 25505.",
+                      ("openssh.log", SSHD_PIDS))
+    assert report.claims[0].verification is Verification.CONTRADICTED
