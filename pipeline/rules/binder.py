@@ -74,9 +74,9 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
          quoted: Sequence[str] = ()) -> list[EvidenceBinding]:
     """The bindings of `claim` (plain text) into `invocations`' projections; empty when none
     of its facts is found. `quoted`: what the claim quotes word for word (`prose.quotations`)."""
-    facts = _claim_facts(claim)
     words = _content_words(claim)
     candidates = [c for inv in invocations if _usable(inv) for c in _candidates(inv)]
+    facts = _unabbreviated(_claim_facts(claim), candidates)
     chosen = _supporting(claim, facts, words, candidates)
     if chosen and (ordinal := _ordinal(claim)) is not None:
         record = _ordinal_record(ordinal, chosen[0], facts, words, quoted, candidates)
@@ -99,6 +99,27 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
 
 def _claim_facts(claim: str) -> list[Fact]:
     return list(dict.fromkeys(extract_facts(claim, single_digits=True)))
+
+
+def _unabbreviated(facts: list[Fact], candidates: list[_Candidate]) -> list[Fact]:
+    """The claim's facts, a pod named by its suffix ("pod 2w9m4") read as the one identifier
+    of the outputs that ends so (`checkout-service-bd1f30671-2w9m4`): a member of its
+    replica set's family, whose other pods' records are another object's."""
+    short = {f.key for f in facts if f.kind is FactKind.IDENTIFIER and f.shape == "id"
+             and not _SEPARATOR.search(f.key)}
+    if not short:
+        return facts
+    whole: dict[str, set[Fact]] = {}
+    for candidate in candidates:
+        for stated in candidate.stated:
+            tail = stated.key.rpartition("-")[2]
+            if tail in short and tail != stated.key and stated.kind is FactKind.IDENTIFIER:
+                whole.setdefault(tail, set()).add(stated)
+    return [next(iter(whole[f.key])) if f.key in short and len(whole.get(f.key, ())) == 1
+            else f for f in facts]
+
+
+_SEPARATOR = re.compile(r"[-_.:/]")
 
 
 def _content_words(text: str) -> frozenset[str]:

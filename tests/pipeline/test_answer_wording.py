@@ -617,3 +617,25 @@ def test_wording__a_range_takes_its_ends_from_two_records_of_one_list() -> None:
     report = _checked("These lines come from sshd on LabSZ, from 24201 to 25505.",
                       ("openssh.log", SSHD_PIDS))
     assert report.claims[0].verification is Verification.CONTRADICTED
+
+
+# -- a pod named by its suffix -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("answer", "log", "expected"), [
+    ("Pods 5dv2q and 57lcq logged 500s.", ("app.log", CHECKOUT_LOG),
+     Verification.DIRECT_OBSERVATION),
+    ("The 500 at 14:04:22 UTC came from pod 2w9m4.", ("app.log", CHECKOUT_LOG),
+     Verification.CONTRADICTED),
+    ("The 500 at 14:04:22 UTC came from pod 5dv2q.", ("app.log", CHECKOUT_LOG),
+     Verification.DIRECT_OBSERVATION),
+    ("Pod 6g9wr is Running with 7 restarts.", ("kubectl-get-pods.txt", PODS),
+     Verification.DIRECT_OBSERVATION),
+    ("Pod 6g9wr is Running with 6 restarts.", ("kubectl-get-pods.txt", PODS),
+     Verification.CONTRADICTED),
+    ("Pod 5bzh9 is Running with 7 restarts.", ("kubectl-get-pods.txt", PODS),
+     Verification.CONTRADICTED),
+])
+def test_wording__a_pod_named_by_its_suffix_is_that_pod(
+        answer: str, log: tuple[str, str], expected: Verification) -> None:
+    report = _checked(answer, log)
+    assert report.claims[0].verification is expected, report.claims[0].note
