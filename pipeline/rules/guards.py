@@ -169,6 +169,7 @@ def _hold_to_evidence(
     differing = [f for f in facts if known is not None and known.conflicts(f)]
     differing += severity_conflict(text, trusted) + alert_state_conflict(text, trusted)
     differing += attribute_conflict(text, [item.matched_text for item in trusted])
+    differing += shift_conflict(text, trusted)
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
     if differing and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED
@@ -285,6 +286,23 @@ def alert_state_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> lis
     once ("starts firing at 09:00", "was firing") is no state."""
     return _held_to_stated(text, evidence, shape="alert_state", claimed=_STATE_CLAIMED,
                            stated=_STATE_STATED, aliases=_STATE_ALIASES)
+
+
+_SHIFT_CLAIMED = re.compile(
+    r"\bshift(?:ed|s)?\s+(up|down)(?:wards?)?\b"
+    r"|\b(?:no|not|n't|never)\s+(?:\w+\s+)?shift(?:ed|s)?\b()", re.IGNORECASE)
+_SHIFT_STATED = re.compile(r"\bshifted\s+(up|down)\s+from\s+baseline\b|\bno\s+shift\b()",
+                           re.IGNORECASE)
+_SHIFT_ALIASES = {"": "none"}
+
+
+def shift_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> list[Fact]:
+    """The shift `text` gives a series ("shifted up", "did not shift") as a fact, when the
+    series of its evidence state theirs ("shifted up from baseline at …", "no shift from
+    baseline") and none is that one: "CPU usage shifted up" against a CPU series with no
+    shift."""
+    return _held_to_stated(text, evidence, shape="shift", claimed=_SHIFT_CLAIMED,
+                           stated=_SHIFT_STATED, aliases=_SHIFT_ALIASES)
 
 
 _QUOTES = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”")

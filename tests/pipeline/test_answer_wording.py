@@ -639,3 +639,30 @@ def test_wording__a_pod_named_by_its_suffix_is_that_pod(
         answer: str, log: tuple[str, str], expected: Verification) -> None:
     report = _checked(answer, log)
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a shift its evidence denies ------------------------------------------------------------------
+
+CPU_SERIES = json.dumps({"series": [{"summary": (
+    "cpu_usage_cores of pricing-api: baseline mean 0.898 cores (max 1.02 cores) between "
+    "2026-12-09T07:00:00Z and 2026-12-09T09:00:00Z; in window mean 0.914 cores, peak 1.04 "
+    "cores at 2026-12-09T09:10:00Z; no shift from baseline")}, {"summary": (
+    "http_requests_per_second of pricing-api: baseline mean 45.8 rps (max 53.2 rps); in window "
+    "mean 157 rps, peak 346 rps at 2026-12-09T10:17:00Z; shifted up from baseline at "
+    "2026-12-09T10:14:00Z")}]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("pricing-api's CPU usage shifted up with it, peaking at 1.04 cores.",
+     Verification.CONTRADICTED),
+    ("pricing-api's CPU usage did not shift, peaking at 1.04 cores.",
+     Verification.DIRECT_OBSERVATION),
+    ("pricing-api's request rate shifted up at 10:14 UTC and peaked at 346 rps.",
+     Verification.DIRECT_OBSERVATION),
+    ("pricing-api's request rate did not shift and peaked at 346 rps.",
+     Verification.CONTRADICTED),
+])
+def test_wording__a_shift_is_held_to_the_one_its_series_states(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("query_metrics.json", CPU_SERIES))
+    assert report.claims[0].verification is expected, report.claims[0].note
