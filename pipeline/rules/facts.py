@@ -96,8 +96,10 @@ _COUNT_NOUNS = (
     "|deployments|deployment|users|orders|messages|message|jobs|job|times|attempts|attempt"
     "|tries|calls|call|queries|query|rows|records|record|workers|threads|processes"
     "|containers|container|hosts|host|partitions|consumers|items|files|checks|probes|sessions"
-    "|objects|object"
+    "|objects|object|warnings|warning"
 )
+_COUNT_ADJECTIVES = "such|more|new|other|distinct|separate|similar|further|additional|unique"
+"""Words that may stand between a count and its noun ("24 such warnings", "3 more pods")."""
 COUNTS = frozenset(noun.rstrip("s") for noun in _COUNT_NOUNS.split("|"))
 _SAME_COUNT = {"object": "pod", "replica": "pod"}
 """Nouns that count the same things: the objects of a service's Kubernetes events and the
@@ -182,7 +184,8 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         r"|(?=[0-9A-F]*[A-F])(?=[0-9A-F]*\d)[0-9A-F]{8,})\b")),
     (FactKind.QUANTITY, "", re.compile(
         r"(?=[-+\d])(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-        rf"(?:(?-i:[kKMB]|bn)(?!\w)|\s?%|\s?(?:{_UNIT_ALT})(?![\w/])|\s(?:{_COUNT_NOUNS})\b)?"
+        rf"(?:(?-i:[kKMB]|bn)(?!\w)|\s?%|\s?(?:{_UNIT_ALT})(?![\w/])"
+        rf"|\s(?:(?:{_COUNT_ADJECTIVES})\s+)?(?:{_COUNT_NOUNS})\b)?"
         r"(?![\w.]\w)",
         re.IGNORECASE)),
     # a duration in words ("the preceding two hours"): the same fact as "120 minutes"
@@ -362,7 +365,7 @@ def _make_quantity(raw: str, *, single_digits: bool = False) -> Fact | None:
     assert match is not None
     number = match.group()
     rest = raw.lstrip()[match.end():]
-    unit_text = rest.strip().lower()
+    unit_text = rest.strip().lower().rpartition(" ")[2]  # "such warnings": a count of warnings
     digits = number.replace(",", "").lstrip("+-")
     if not unit_text and len(digits.split(".")[0]) < 2 and "." not in digits and not single_digits:
         return None  # a bare single digit says too little to check

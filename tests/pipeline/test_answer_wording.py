@@ -666,3 +666,25 @@ def test_wording__a_shift_is_held_to_the_one_its_series_states(
         answer: str, expected: Verification) -> None:
     report = _checked(answer, ("query_metrics.json", CPU_SERIES))
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a count of warnings -------------------------------------------------------------------------
+
+WARN_PATTERNS = json.dumps({"top_messages": [{"summary": (
+    "42 WARN lines from inventory-service between 2026-12-02T08:40:11Z and "
+    "2026-12-02T09:57:52Z (0 in the preceding 120 minutes): memory pressure: working set 491 "
+    "MiB of 512 MiB limit")}, {"summary": (
+    "4 WARN lines from inventory-service between 2026-12-02T08:13:06Z and "
+    "2026-12-02T09:23:58Z (7 in the preceding 120 minutes): stock cache miss ratio 24% above 20% "
+    "threshold")}]})
+
+
+def test_wording__a_count_of_such_warnings_is_a_count_not_a_percentage() -> None:
+    """"24 such warnings" is not the "24%" of a cache miss ratio: not observed there (no
+    output counts 24 warnings; the one pattern of these warnings counts 42)."""
+    (count,) = extract_facts("There were 24 such warnings in the window.")
+    assert (count.value, count.unit) == (24, "warning")
+    report = _checked("There were 24 such warnings in the window, none in the two hours before.",
+                      ("search_logs.json", WARN_PATTERNS))
+    assert report.claims[0].verification not in (Verification.DIRECT_OBSERVATION,
+                                                  Verification.REASONABLE_INFERENCE)
