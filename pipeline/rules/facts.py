@@ -130,6 +130,9 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         r"(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\w)(?!:\d)")),
     (FactKind.TIMESTAMP, "", re.compile(
         rf"(?=[A-Z])\b(?:{_MONTHS}) +\d{{1,2}} \d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?(?!\w)")),
+    # a day of a month without its time ("on Jul 2 and Jul 13"): that day, at any time
+    (FactKind.TIMESTAMP, "", re.compile(
+        rf"(?=[A-Z])\b(?:{_MONTHS}) +\d{{1,2}}\b(?![:.,]\d)(?! \d{{2}}:)")),
     (FactKind.TIMESTAMP, "", re.compile(
         r"(?=\d)(?<![\w/.])\d{2}/\d{2}/\d{2}(?:\d{2})? \d{2}:\d{2}:\d{2}(?!\w)")),
     (FactKind.TIMESTAMP, "", re.compile(
@@ -216,7 +219,7 @@ _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _GATES: dict[str, tuple[str, ...]] = {
     "url": ("://",), "uuid": ("-",), "block": ("blk_",), "path": ("/",), "kv": ("=",),
 }
-_TIME_GATES = (("-",), tuple(_MONTHS.split("|")), ("/",), (":",))
+_TIME_GATES = (("-",), tuple(_MONTHS.split("|")), tuple(_MONTHS.split("|")), ("/",), (":",))
 _IP_GATES = ((".",), (":",))
 _HEX_GATES = (("0x", "0X"), ("-", ":"), ())
 
@@ -341,7 +344,7 @@ def identifier_key(token: str) -> str:
 
 
 _BGL_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})-(\d{2})\.(\d{2})(?:\.(\d{2}))?")
-_MONTH_DAY = re.compile(r"([A-Z][a-z]{2}) +(\d{1,2}) ")
+_MONTH_DAY = re.compile(r"([A-Z][a-z]{2}) +(\d{1,2})(?: |$)")
 
 
 def _timestamp_key(raw: str) -> str:

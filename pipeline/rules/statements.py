@@ -526,8 +526,9 @@ def _uncounted(text: str) -> str:
     for match in reversed(list(_COUNT_WORD.finditer(text))):
         after = extract_facts(text[match.end():])
         count = lexicon.NUMBER_WORDS[match.group(0).casefold()]
-        if any(len({f.key for f in after if f.kind is kind}) == count
-               for kind in (FactKind.IDENTIFIER, FactKind.TIMESTAMP)):
+        ids = {f.key for f in after if f.kind is FactKind.IDENTIFIER}
+        times = {f.key for f in after if f.kind is FactKind.TIMESTAMP and ":" in f.key}
+        if count in (len(ids), len(times)):  # times of day: "on Jul 10" is their day
             text = text[:match.start()] + " " + text[match.end():]
     return text
 

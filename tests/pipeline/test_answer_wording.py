@@ -523,6 +523,7 @@ def test_wording__the_objects_of_kubernetes_events_are_its_pods(
 
 @pytest.mark.parametrize(("text", "unsaid"), [
     ("root logins failed twice, at 16:01:46 and 16:03:11.", None),
+    ("root logins failed twice on Jul 10, at 16:01:46 and 16:03:11.", None),
     ("root logins failed three times, at 16:01:46 and 16:03:11.", "three"),
 ])
 def test_wording__a_count_in_words_is_said_when_the_claim_lists_that_many_times(
@@ -688,3 +689,23 @@ def test_wording__a_count_of_such_warnings_is_a_count_not_a_percentage() -> None
                       ("search_logs.json", WARN_PATTERNS))
     assert report.claims[0].verification not in (Verification.DIRECT_OBSERVATION,
                                                   Verification.REASONABLE_INFERENCE)
+
+
+# -- a day of a month without its time -----------------------------------------------------------
+
+SESSIONS_LOG = "\n".join([
+    "Jul  2 01:41:32 combo sshd(pam_unix)[23535]: session opened for user test by (uid=509)",
+    "Jul 10 16:01:46 combo sshd(pam_unix)[1932]: authentication failure; user=root",
+    "Jul 13 17:22:28 combo sshd(pam_unix)[8113]: session opened for user test by (uid=509)",
+])
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("User test had sessions opened by uid=509 on Jul 2 and Jul 13.",
+     Verification.DIRECT_OBSERVATION),
+    ("User test had sessions opened by uid=509 on Jul 3 and Jul 13.",
+     Verification.CONTRADICTED),
+])
+def test_wording__a_day_of_a_month_is_a_date(answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("linux.log", SESSIONS_LOG))
+    assert report.claims[0].verification is expected, report.claims[0].note
