@@ -220,8 +220,9 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
     A number: one of the same output ("child 5386 in slot 7" against the line of child 5386
     that says slot 9, while another line says slot 7), or any, when that value states the
     number's pair ("the pool from 50 to 10" against a deploy "from 50 to 20", while a runbook
-    says 10) and is not a record of the other's list (a range over a list: "PIDs from 24200
-    to 25505", the first line's and the last's). An identifier or a time: one of the same
+    says 10); never a record of the main value's list for a range's end (a range over a
+    list: "PIDs from 24200 to 25505", "slots 6 through 10", the ends of two lines). An
+    identifier or a time: one of the same
     output, when the main value holds another of the claim's anchors and the two are records
     of one list ("the 15:07:42 failure was req-0790b42a" against the line of req-0790b42a at
     15:07:55, while another line is at 15:07:42: a record's attributes swapped), unless the
@@ -233,14 +234,14 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
         return False
     anchors = [f for f in facts if f.kind in _ANCHORS and f is not fact]
     if fact.kind is FactKind.QUANTITY:
+        if _sibling(candidate, primary) and any(_ranged(claim, f, fact) for f in facts):
+            return False
         if _crossed(claim, fact, facts, primary, candidate) or _counted(fact, primary):
             return True
         pairs = any(f is not fact and f.kind is FactKind.QUANTITY
                     and f.shape in (fact.shape, "")  # "from 8 to 46 connections"
                     and _near(claim, f, fact) and primary.facts.supports(f) for f in facts)
         if not pairs:  # a number of another record of its list: only when crossed (above)
-            return False
-        if _sibling(candidate, primary):  # a range over a list: "PIDs from 24200 to 25505"
             return False
         if sum(1 for f in facts if primary.facts.supports(f)) < 2:
             return False
@@ -413,6 +414,16 @@ _PAIR_CHARS = 16
 """Widest gap between two numbers of a claim that state one change ("from 50 to 20", "20 of
 50 connections"); numbers further apart (a port in a quoted URL, a count of another thing)
 are no pair."""
+
+
+def _ranged(claim: str, a: Fact, b: Fact) -> bool:
+    """Whether two numbers of `claim` are the ends of one range ("24200 to 25505", "6
+    through 10", "102-136 ms")."""
+    if a is b or a.kind is not FactKind.QUANTITY or b.kind is not FactKind.QUANTITY:
+        return False
+    ends = [re.escape(a.text), re.escape(b.text)]
+    return any(re.search(rf"(?<![\w.]){x}\s*(?:to|through|thru|until|till|-|–)\s*{y}(?!\w)",
+                         claim) for x, y in (ends, ends[::-1]))
 
 
 def _near(claim: str, a: Fact, b: Fact) -> bool:

@@ -709,3 +709,17 @@ SESSIONS_LOG = "\n".join([
 def test_wording__a_day_of_a_month_is_a_date(answer: str, expected: Verification) -> None:
     report = _checked(answer, ("linux.log", SESSIONS_LOG))
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+def test_wording__a_range_of_slots_takes_its_ends_from_two_records() -> None:
+    log = "\n".join([
+        "[Sun Dec 04 04:57:20 2005] [notice] jk2_init() Found child 8536 in scoreboard slot 6",
+        "[Sun Dec 04 06:22:48 2005] [notice] jk2_init() Found child 32479 in scoreboard slot 6",
+        "[Sun Dec 04 07:12:22 2005] [notice] jk2_init() Found child 312 in scoreboard slot 10",
+    ])
+    report = _checked("jk2_init() found children in scoreboard slots 6 through 10, for example "
+                      "child 32479 in slot 6.", ("apache-error.log", log))
+    assert report.claims[0].verification is Verification.DIRECT_OBSERVATION, report.claims[0].note
+    crossed = _checked("jk2_init() found child 32479 in scoreboard slot 10.",
+                       ("apache-error.log", log))
+    assert crossed.claims[0].verification is Verification.CONTRADICTED
