@@ -191,9 +191,11 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         rf"|\s(?:(?:{_COUNT_ADJECTIVES})\s+)?(?:{_COUNT_NOUNS})\b)?"
         r"(?![\w.]\w)",
         re.IGNORECASE)),
-    # a duration in words ("the preceding two hours"): the same fact as "120 minutes"
+    # a duration in words ("the preceding two hours"): the same fact as "120 minutes"; a
+    # number of times ("up to five times"), which no list of the claim counts for it
     (FactKind.QUANTITY, "words", re.compile(
-        rf"\b(?:{_COUNTED_WORDS})\s+(?:{_DURATION_UNITS})\b", re.IGNORECASE)),
+        rf"\b(?:{_COUNTED_WORDS})\s+(?:{_DURATION_UNITS}|times|attempts|retries|tries)\b",
+        re.IGNORECASE)),
     # letters and digits in one word (storage1231, node246, J12): an identifier, matched whole
     (FactKind.IDENTIFIER, "id", re.compile(
         r"(?=[A-Za-z0-9])\b(?=[A-Za-z.:]*\d)(?=[\d.:]*[A-Za-z])[A-Za-z0-9]+"
@@ -296,7 +298,7 @@ def _extract(text: str, single_digits: bool) -> tuple[Fact, ...]:
             continue
         for match in pattern.finditer(text):
             start, end = match.span("v") if shape == "kv" else match.span()
-            if any(taken[start:end]):
+            if any(taken[start:end]) or (kind is FactKind.QUANTITY and _step(text, start, end)):
                 continue
             fact = _make_fact(kind, shape, text[start:end], single_digits=single_digits)
             if fact is not None:
@@ -307,6 +309,16 @@ def _extract(text: str, single_digits: bool) -> tuple[Fact, ...]:
 
 
 _extract_cached = functools.lru_cache(maxsize=16384)(_extract)
+
+_STEP_BEFORE = re.compile(r"(?:^|[.:;!?]\s+|\n\s*)$")
+_STEP_AFTER = re.compile(r"[.)]\s+[A-Z]")
+
+
+def _step(text: str, start: int, end: int) -> bool:
+    """Whether the number at `text[start:end]` numbers a step of a list ("… 4. Look for a
+    leak"): a runbook's step 4 counts nothing, and no claim's "4 pods" is stated by it."""
+    return (_STEP_AFTER.match(text, end) is not None and text[start:end].isdigit()
+            and _STEP_BEFORE.search(text[max(0, start - 4):start]) is not None)
 
 
 def clear_caches() -> None:

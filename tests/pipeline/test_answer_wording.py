@@ -524,7 +524,7 @@ def test_wording__the_objects_of_kubernetes_events_are_its_pods(
 @pytest.mark.parametrize(("text", "unsaid"), [
     ("root logins failed twice, at 16:01:46 and 16:03:11.", None),
     ("root logins failed twice on Jul 10, at 16:01:46 and 16:03:11.", None),
-    ("root logins failed three times, at 16:01:46 and 16:03:11.", "three"),
+    ("root logins had three failures, at 16:01:46 and 16:03:11.", "three"),
 ])
 def test_wording__a_count_in_words_is_said_when_the_claim_lists_that_many_times(
         text: str, unsaid: str | None) -> None:
@@ -723,3 +723,23 @@ def test_wording__a_range_of_slots_takes_its_ends_from_two_records() -> None:
     crossed = _checked("jk2_init() found child 32479 in scoreboard slot 10.",
                        ("apache-error.log", log))
     assert crossed.claims[0].verification is Verification.CONTRADICTED
+
+
+# -- a number of times in words ------------------------------------------------------------------
+
+def test_wording__a_number_of_times_in_words_is_a_count() -> None:
+    (times,) = [f for f in extract_facts("orders-api retries every call up to five times")
+                if f.unit]
+    assert (times.value, times.unit) == (5, "time")
+    line = ("2026-12-04T13:12:32Z WARN orders-api payment-gateway call timed out after 3000 ms "
+            "(attempt 3 of 3), retrying")
+    report = _checked("orders-api retried the payment-gateway call up to five times after "
+                      "3000 ms.", ("warn.log", line), credulous=False)
+    assert report.claims[0].verification is Verification.CONTRADICTED, report.claims[0].note
+
+
+def test_wording__a_runbooks_step_number_counts_nothing() -> None:
+    assert [f.text for f in extract_facts(
+        "1. List the events. 2. Compare the memory. 4. Look for a leak.", single_digits=True)] == []
+    assert [f.text for f in extract_facts("the pool was 20. The errors", single_digits=True)] == [
+        "20"]
