@@ -503,7 +503,7 @@ def _words_problem(text: str, cited: Sequence[_Item], *, words_of_backing: bool 
     numbers = functools.cache(lambda: FactSet.from_texts(texts))  # read for number words only
     vocab, joined = _vocabulary_of(material, extra=extra)
     absent: list[str] = []
-    plain = _uncounted(_unpossessed(_PLURAL_NUMBER.sub("", text)))
+    plain = _uncounted(_unpossessed(_PERIOD.sub(" ", _PLURAL_NUMBER.sub("", text))))
     for token in _WORD.findall(_rewrite(_without_facts(plain))):
         if _covered(token, vocab, joined, numbers):
             continue
@@ -533,6 +533,9 @@ def _uncounted(text: str) -> str:
     return text
 
 
+_PERIOD = re.compile(r"\bevery(?=\s+\d)", re.IGNORECASE)
+"""The "every" of a period ("retried every 30 s"): the duration is the fact, and no
+quantifier over records."""
 _PLURAL_NUMBER = re.compile(r"(?<=\d)s\b")
 """The s of "503s" or "1990s": the number is the fact, the s no word."""
 

@@ -743,3 +743,13 @@ def test_wording__a_runbooks_step_number_counts_nothing() -> None:
         "1. List the events. 2. Compare the memory. 4. Look for a leak.", single_digits=True)] == []
     assert [f.text for f in extract_facts("the pool was 20. The errors", single_digits=True)] == [
         "20"]
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("Failed batches are retried every 30 s.", None),
+    ("Every failed batch is retried in 30 s.", "Every"),
+])
+def test_wording__every_before_a_duration_is_a_period_not_a_quantifier(
+        text: str, unsaid: str | None) -> None:
+    problem = _unsaid(text, ["ledger batch batch-40175 not posted, retrying in 30 s"])
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
