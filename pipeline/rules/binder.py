@@ -84,6 +84,7 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
             chosen = _supporting(claim, facts, words, candidates, start=record)
     elif (named := _named_record(facts, chosen, candidates)) is not None:
         chosen = _supporting(claim, facts, words, candidates, start=named[0], anchor=named[1])
+    chosen = _described(facts, words, chosen, candidates)
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
     chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
                            taken=chosen)
@@ -312,6 +313,75 @@ def _ordinal_record(ordinal: str, primary: _Candidate, facts: list[Fact],
                                         key=lambda item: (item[0], item[1]))]
     picked = same[0] if ordinal == "first" else same[-1]
     return primary if picked is record else picked
+
+
+def _described(facts: list[Fact], words: frozenset[str], chosen: list[_Candidate],
+               candidates: list[_Candidate]) -> list[_Candidate]:
+    """`chosen`, a value of one record of a JSON list taken for a number or a time the claim
+    gives of another record of that list, the one its words describe ("CPU usage peaked at
+    10:17" against the request rate series' summary, which peaks at 10:17, while the CPU
+    series' summary peaks at 09:10), replaced by that record's same field: the post-check
+    then sees the difference. A claim that gives several numbers or times of one sort may
+    speak of several records, and is left as it is."""
+    result = list(chosen)
+    for taken in chosen:
+        if not _FIELD.search(taken.path) or taken.path.startswith("$.lines"):
+            continue
+        for fact in facts:
+            if (fact.kind not in (FactKind.QUANTITY, FactKind.TIMESTAMP)
+                    or not taken.facts.supports(fact) or _own_time(taken, fact)
+                    or any(f is not fact and f.sort == fact.sort for f in facts)):
+                continue
+            better = _better_described(taken, fact, facts, words, candidates)
+            if better is not None:
+                result = [c for c in result if c is not taken and c is not better] + [better]
+                break
+    return result
+
+
+def _better_described(taken: _Candidate, fact: Fact, facts: list[Fact],
+                      words: frozenset[str], candidates: list[_Candidate]) -> _Candidate | None:
+    """The same field of another record of `taken`'s list that the claim's words describe
+    better than `taken` (words of one class alike: "request rate" and "rps"), that states
+    another value of `fact`'s sort, and that loses none of the claim's other numbers and
+    times `taken` states (a claim of two series: "traffic rose to 56.4 rps at 13:54, while
+    its error rate stayed flat"); None when none."""
+    field = _FIELD.sub("[*]", taken.path)
+    said = _classed(words)
+    mine = said & _classed(taken.words)
+    best, margin = None, 0
+    for other in candidates:
+        if (other.invocation is not taken.invocation or other.path == taken.path
+                or _FIELD.sub("[*]", other.path) != field or not other.facts.conflicts(fact)
+                or any(f is not fact and f.kind in (FactKind.QUANTITY, FactKind.TIMESTAMP)
+                       and taken.facts.supports(f) and not other.facts.supports(f)
+                       for f in facts)):
+            continue
+        theirs = said & _classed(other.words)
+        gain = len(theirs - mine) - len(mine - theirs)
+        if gain > margin:
+            best, margin = other, gain
+    return best
+
+
+def _own_time(record: _Candidate, fact: Fact) -> bool:
+    """Whether `fact` is the time `record` opens with: an event's or a line's own time, which
+    names that record rather than describes it."""
+    first = next((f for f in record.stated if f.kind is FactKind.TIMESTAMP), None)
+    return (fact.kind is FactKind.TIMESTAMP and first is not None
+            and record.text.startswith(first.text) and FactSet([first]).supports(fact))
+
+
+_CLASS_OF_WORD = {w: name for name, ws in lexicon.SYNONYMS.items() for w in ws}
+
+
+def _classed(words: frozenset[str]) -> frozenset[str]:
+    """`words`, each of a class of `lexicon.SYNONYMS` as that class ("rps", "traffic" and
+    "rate" alike)."""
+    return frozenset(_CLASS_OF_WORD.get(w, w) for w in words)
+
+
+_FIELD = re.compile(r"\[\d+\]")
 
 
 def _picked(fact: Fact, record: _Candidate, candidate: _Candidate,

@@ -753,3 +753,36 @@ def test_wording__every_before_a_duration_is_a_period_not_a_quantifier(
         text: str, unsaid: str | None) -> None:
     problem = _unsaid(text, ["ledger batch batch-40175 not posted, retrying in 30 s"])
     assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+# -- a value of another series, stated of this one -----------------------------------------------
+
+SERIES = json.dumps({"series": [
+    {"metric": "cpu_usage_cores", "summary": (
+        "cpu_usage_cores of pricing-api: baseline mean 0.898 cores (max 1.02 cores); in window "
+        "mean 0.914 cores, peak 1.04 cores at 2026-12-09T09:10:00Z; no shift from baseline")},
+    {"metric": "http_requests_per_second", "summary": (
+        "http_requests_per_second of pricing-api: baseline mean 45.8 rps (max 53.2 rps); in "
+        "window mean 157 rps, peak 346 rps at 2026-12-09T10:17:00Z; shifted up from baseline at "
+        "2026-12-09T10:14:00Z")},
+    {"metric": "rate_limited_requests_per_second", "summary": (
+        "rate_limited_requests_per_second of pricing-api: baseline mean 0.178 rps (max 1.1 rps); "
+        "in window mean 96.9 rps, peak 256 rps at 2026-12-09T10:21:00Z; shifted up from "
+        "baseline at 2026-12-09T10:14:00Z")},
+]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("pricing-api's CPU usage peaked at 10:17 UTC.", Verification.CONTRADICTED),
+    ("pricing-api's CPU usage peaked at 1.04 cores at 10:17 UTC.", Verification.CONTRADICTED),
+    ("pricing-api's CPU usage peaked at 09:10 UTC.", Verification.DIRECT_OBSERVATION),
+    ("pricing-api's request rate peaked at 10:17 UTC.", Verification.DIRECT_OBSERVATION),
+    ("pricing-api's request rate peaked at 09:10 UTC.", Verification.CONTRADICTED),
+    # two series, each its own values
+    ("pricing-api's request rate peaked at 346 rps at 10:17 UTC, while its CPU usage "
+     "stayed at 0.914 cores.", Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_value_of_another_series_is_not_this_ones(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("query_metrics.json", SERIES))
+    assert report.claims[0].verification is expected, report.claims[0].note
