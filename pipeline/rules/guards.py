@@ -13,6 +13,7 @@ from models.invocation import EvidenceStatus, ToolInvocation
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.rules import lexicon
 from pipeline.rules.attributes import attribute_conflict
+from pipeline.rules.counts import listed_count_conflict
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, FactSet, extract_facts
 from pipeline.rules.gatekeeper import scope_text
 from pipeline.rules.projection import listing_header
@@ -170,6 +171,7 @@ def _hold_to_evidence(
     differing += severity_conflict(text, trusted) + alert_state_conflict(text, trusted)
     differing += attribute_conflict(text, [item.matched_text for item in trusted])
     differing += shift_conflict(text, trusted)
+    differing += listed_count_conflict(text, [item.matched_text for item in trusted])
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
     if differing and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED

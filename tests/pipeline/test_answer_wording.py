@@ -786,3 +786,27 @@ def test_wording__a_value_of_another_series_is_not_this_ones(
         answer: str, expected: Verification) -> None:
     report = _checked(answer, ("query_metrics.json", SERIES))
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a count of the things a claim lists, against its record's count ----------------------------
+
+KILLS = json.dumps({"reasons": [{
+    "reason": "OOMKilled", "type": "Warning", "events": 21, "count": 21,
+    "objects": ["inventory-service-dce91a01f-6g9wr", "inventory-service-dce91a01f-q964j",
+                "inventory-service-dce91a01f-5bzh9"],
+    "summary": "21 OOMKilled events (Warning, summed count 21) on 3 objects between "
+               "2026-12-02T08:41:46Z and 2026-12-02T09:58:32Z, e.g. Container "
+               "inventory-service was OOMKilled (exit code 137); memory limit 512Mi"}]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("The OOMKilled events are spread over two pods, inventory-service-dce91a01f-6g9wr and "
+     "inventory-service-dce91a01f-q964j.", Verification.CONTRADICTED),
+    ("The OOMKilled events are spread over three pods, inventory-service-dce91a01f-6g9wr, "
+     "inventory-service-dce91a01f-q964j and inventory-service-dce91a01f-5bzh9.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_count_of_listed_pods_is_held_to_its_records_count(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("get_events.json", KILLS))
+    assert report.claims[0].verification is expected, report.claims[0].note
