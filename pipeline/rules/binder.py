@@ -21,6 +21,7 @@ through its scope (`$.scope.service`, `$.scope.filter`), as the contract require
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -29,9 +30,16 @@ from typing import Any
 from models.executor import EvidenceBinding
 from models.invocation import EvidenceStatus, LifecycleStatus, ToolInvocation
 from pipeline.rules import lexicon
-from pipeline.rules.facts import IDENTIFYING_KINDS, Fact, FactKind, FactSet, extract_facts
+from pipeline.rules.facts import (
+    COUNTS,
+    IDENTIFYING_KINDS,
+    Fact,
+    FactKind,
+    FactSet,
+    extract_facts,
+)
 from pipeline.rules.jsonpath import Segment, format_path
-from pipeline.rules.projection import RESERVED_KEYS
+from pipeline.rules.projection import RESERVED_KEYS, listing_header
 from pipeline.rules.text import normalize, value_text
 
 MAX_BINDINGS = 6
@@ -66,14 +74,17 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
          quoted: Sequence[str] = ()) -> list[EvidenceBinding]:
     """The bindings of `claim` (plain text) into `invocations`' projections; empty when none
     of its facts is found. `quoted`: what the claim quotes word for word (`prose.quotations`)."""
-    facts = _claim_facts(claim)
     words = _content_words(claim)
     candidates = [c for inv in invocations if _usable(inv) for c in _candidates(inv)]
+    facts = _unabbreviated(_claim_facts(claim), candidates)
     chosen = _supporting(claim, facts, words, candidates)
     if chosen and (ordinal := _ordinal(claim)) is not None:
         record = _ordinal_record(ordinal, chosen[0], facts, words, quoted, candidates)
         if record is not chosen[0]:
             chosen = _supporting(claim, facts, words, candidates, start=record)
+    elif (named := _named_record(facts, chosen, candidates)) is not None:
+        chosen = _supporting(claim, facts, words, candidates, start=named[0], anchor=named[1])
+    chosen = _described(facts, words, chosen, candidates)
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
     chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
                            taken=chosen)
@@ -91,6 +102,27 @@ def _claim_facts(claim: str) -> list[Fact]:
     return list(dict.fromkeys(extract_facts(claim, single_digits=True)))
 
 
+def _unabbreviated(facts: list[Fact], candidates: list[_Candidate]) -> list[Fact]:
+    """The claim's facts, a pod named by its suffix ("pod 2w9m4") read as the one identifier
+    of the outputs that ends so (`checkout-service-bd1f30671-2w9m4`): a member of its
+    replica set's family, whose other pods' records are another object's."""
+    short = {f.key for f in facts if f.kind is FactKind.IDENTIFIER and f.shape == "id"
+             and not _SEPARATOR.search(f.key)}
+    if not short:
+        return facts
+    whole: dict[str, set[Fact]] = {}
+    for candidate in candidates:
+        for stated in candidate.stated:
+            tail = stated.key.rpartition("-")[2]
+            if tail in short and tail != stated.key and stated.kind is FactKind.IDENTIFIER:
+                whole.setdefault(tail, set()).add(stated)
+    return [next(iter(whole[f.key])) if f.key in short and len(whole.get(f.key, ())) == 1
+            else f for f in facts]
+
+
+_SEPARATOR = re.compile(r"[-_.:/]")
+
+
 def _content_words(text: str) -> frozenset[str]:
     """Lowercase words of three letters or more, function words left out, a plural's "s"
     dropped ("errors" meets "ERROR")."""
@@ -105,11 +137,19 @@ def _usable(invocation: ToolInvocation) -> bool:
 
 
 def _candidates(invocation: ToolInvocation) -> Iterator[_Candidate]:
+    """Every value of `invocation`'s projection; the rows of a listing (`$.lines[7]`) with
+    the words of its header too, which name what each column holds ("COUNT", "RESTARTS")."""
     assert invocation.projection is not None
     document = invocation.projection.model_dump(mode="json")
+    header = _content_words(" ".join(listing_header(document.get("lines"))))
     for key, value in document.items():
         if key not in RESERVED_KEYS:
-            yield from _walk(invocation, value, (key,))
+            for candidate in _walk(invocation, value, (key,)):
+                yield (dataclasses.replace(candidate, words=candidate.words | header)
+                       if header and _LINE.fullmatch(candidate.path) else candidate)
+
+
+_LINE = re.compile(r"\$\.lines\[\d+\]")
 
 
 def _walk(invocation: ToolInvocation, value: Any, path: tuple[Segment, ...]
@@ -142,10 +182,11 @@ def _candidate(invocation: ToolInvocation, path: tuple[Segment, ...], text: str)
 
 
 def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
-                candidates: list[_Candidate], *, start: _Candidate | None = None
-                ) -> list[_Candidate]:
+                candidates: list[_Candidate], *, start: _Candidate | None = None,
+                anchor: Fact | None = None) -> list[_Candidate]:
     """Greedy cover of the claim's facts: each step the candidate adding the most weight
-    (after `start`, the record the claim is about when it says which: "the first 500")."""
+    (after `start`, the record the claim is about when it says which: "the first 500", or
+    the one its `anchor` names)."""
     chosen: list[_Candidate] = [] if start is None else [start]
     open_facts = [f for f in facts if start is None or not start.facts.supports(f)]
     while open_facts and len(chosen) < MAX_BINDINGS:
@@ -156,7 +197,7 @@ def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
                 continue
             found = [f for f in open_facts if candidate.facts.supports(f)
                      and not (chosen and _settled(claim, f, facts, chosen[0], candidate))
-                     and not (start is not None and _picked(f, start, candidate))]
+                     and not (start is not None and _picked(f, start, candidate, anchor))]
             overlap = len(words & candidate.words)
             if not found or not _in_context(found, facts, candidate, overlap):
                 continue
@@ -180,19 +221,23 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
     A number: one of the same output ("child 5386 in slot 7" against the line of child 5386
     that says slot 9, while another line says slot 7), or any, when that value states the
     number's pair ("the pool from 50 to 10" against a deploy "from 50 to 20", while a runbook
-    says 10). An identifier or a time: one of the same output, when the main value holds
-    another of the claim's anchors and the two are records of one list ("the 15:07:42
-    failure was req-0790b42a" against the line of req-0790b42a at 15:07:55, while another
-    line is at 15:07:42: a record's attributes swapped), unless the claim lists several of
-    the fact's family. A value that names an anchor of the claim of its own (another pod,
-    another time: a claim that lists several) is not held back, nor one of another output
-    for a number the main one does not pair (claims join sources: "512 errors after v2.3.1
-    went out")."""
+    says 10); never a record of the main value's list for a range's end (a range over a
+    list: "PIDs from 24200 to 25505", "slots 6 through 10", the ends of two lines). An
+    identifier or a time: one of the same
+    output, when the main value holds another of the claim's anchors and the two are records
+    of one list ("the 15:07:42 failure was req-0790b42a" against the line of req-0790b42a at
+    15:07:55, while another line is at 15:07:42: a record's attributes swapped), unless the
+    claim lists several of the fact's family. A value that names an anchor of the claim of
+    its own (another pod, another time: a claim that lists several) is not held back, nor
+    one of another output for a number the main one does not pair (claims join sources: "512
+    errors after v2.3.1 went out")."""
     if fact.kind not in _SETTLED_KINDS or not primary.facts.conflicts(fact):
         return False
     anchors = [f for f in facts if f.kind in _ANCHORS and f is not fact]
     if fact.kind is FactKind.QUANTITY:
-        if _crossed(claim, fact, facts, primary, candidate):
+        if _sibling(candidate, primary) and any(_ranged(claim, f, fact) for f in facts):
+            return False
+        if _crossed(claim, fact, facts, primary, candidate) or _counted(fact, primary):
             return True
         pairs = any(f is not fact and f.kind is FactKind.QUANTITY
                     and f.shape in (fact.shape, "")  # "from 8 to 46 connections"
@@ -270,12 +315,117 @@ def _ordinal_record(ordinal: str, primary: _Candidate, facts: list[Fact],
     return primary if picked is record else picked
 
 
-def _picked(fact: Fact, record: _Candidate, candidate: _Candidate) -> bool:
-    """Whether the record a claim picks by its place ("the last failed password") says
-    otherwise about `fact`, so that no other record of its list may be taken for it."""
-    return (fact.kind in _SETTLED_KINDS and record.facts.conflicts(fact)
-            and candidate.invocation is record.invocation
-            and _siblings(candidate.path) == _siblings(record.path))
+def _described(facts: list[Fact], words: frozenset[str], chosen: list[_Candidate],
+               candidates: list[_Candidate]) -> list[_Candidate]:
+    """`chosen`, a value of one record of a JSON list taken for a number or a time the claim
+    gives of another record of that list, the one its words describe ("CPU usage peaked at
+    10:17" against the request rate series' summary, which peaks at 10:17, while the CPU
+    series' summary peaks at 09:10), replaced by that record's same field: the post-check
+    then sees the difference. A claim that gives several numbers or times of one sort may
+    speak of several records, and is left as it is."""
+    result = list(chosen)
+    for taken in chosen:
+        if not _FIELD.search(taken.path) or taken.path.startswith("$.lines"):
+            continue
+        for fact in facts:
+            if (fact.kind not in (FactKind.QUANTITY, FactKind.TIMESTAMP)
+                    or not taken.facts.supports(fact) or _own_time(taken, fact)
+                    or any(f is not fact and f.sort == fact.sort for f in facts)):
+                continue
+            better = _better_described(taken, fact, facts, words, candidates)
+            if better is not None:
+                result = [c for c in result if c is not taken and c is not better] + [better]
+                break
+    return result
+
+
+def _better_described(taken: _Candidate, fact: Fact, facts: list[Fact],
+                      words: frozenset[str], candidates: list[_Candidate]) -> _Candidate | None:
+    """The same field of another record of `taken`'s list that the claim's words describe
+    better than `taken` (words of one class alike: "request rate" and "rps"), that states
+    another value of `fact`'s sort, and that loses none of the claim's other numbers and
+    times `taken` states (a claim of two series: "traffic rose to 56.4 rps at 13:54, while
+    its error rate stayed flat"); None when none."""
+    field = _FIELD.sub("[*]", taken.path)
+    said = _classed(words)
+    mine = said & _classed(taken.words)
+    best, margin = None, 0
+    for other in candidates:
+        if (other.invocation is not taken.invocation or other.path == taken.path
+                or _FIELD.sub("[*]", other.path) != field or not other.facts.conflicts(fact)
+                or any(f is not fact and f.kind in (FactKind.QUANTITY, FactKind.TIMESTAMP)
+                       and taken.facts.supports(f) and not other.facts.supports(f)
+                       for f in facts)):
+            continue
+        theirs = said & _classed(other.words)
+        gain = len(theirs - mine) - len(mine - theirs)
+        if gain > margin:
+            best, margin = other, gain
+    return best
+
+
+def _own_time(record: _Candidate, fact: Fact) -> bool:
+    """Whether `fact` is the time `record` opens with: an event's or a line's own time, which
+    names that record rather than describes it."""
+    first = next((f for f in record.stated if f.kind is FactKind.TIMESTAMP), None)
+    return (fact.kind is FactKind.TIMESTAMP and first is not None
+            and record.text.startswith(first.text) and FactSet([first]).supports(fact))
+
+
+_CLASS_OF_WORD = {w: name for name, ws in lexicon.SYNONYMS.items() for w in ws}
+
+
+def _classed(words: frozenset[str]) -> frozenset[str]:
+    """`words`, each of a class of `lexicon.SYNONYMS` as that class ("rps", "traffic" and
+    "rate" alike)."""
+    return frozenset(_CLASS_OF_WORD.get(w, w) for w in words)
+
+
+_FIELD = re.compile(r"\[\d+\]")
+
+
+def _picked(fact: Fact, record: _Candidate, candidate: _Candidate,
+            anchor: Fact | None = None) -> bool:
+    """Whether the record a claim picks ("the last failed password", the line of the one
+    time it gives) says otherwise about `fact`, so that no other record of its list may be
+    taken for it; and, when the claim names one object of a family (one pod), whether
+    `candidate` is the record of another object of that family, taken for nothing."""
+    if (candidate.invocation is not record.invocation
+            or _siblings(candidate.path) != _siblings(record.path)):
+        return False
+    if fact.kind in _SETTLED_KINDS and record.facts.conflicts(fact):
+        return True
+    return (anchor is not None and anchor.kind is FactKind.IDENTIFIER
+            and _names_another(candidate, anchor))
+
+
+def _names_another(candidate: _Candidate, anchor: Fact) -> bool:
+    """Whether `candidate` states another member of `anchor`'s family and not `anchor`."""
+    return (not candidate.facts.supports(anchor)
+            and any(_family(f) == _family(anchor) for f in candidate.stated))
+
+
+def _named_record(facts: list[Fact], chosen: list[_Candidate], candidates: list[_Candidate]
+                  ) -> tuple[_Candidate, Fact] | None:
+    """The record a claim is about when it names it by the one time or object of its
+    family it gives ("Sun Dec 04 16:32:58 2005 | … state 6", "6g9wr | 0/1 |
+    CrashLoopBackOff"), while a value taken for it stands in another record of that list,
+    of another time or object: the record of the claim's anchor alone in that list, and the
+    anchor. None when no value taken is such a record."""
+    for anchor in facts:
+        if (anchor.kind not in (FactKind.IDENTIFIER, FactKind.TIMESTAMP)
+                or any(f is not anchor and _family(f) == _family(anchor) for f in facts)):
+            continue
+        for taken in chosen:
+            if not _RECORD_PATH.fullmatch(taken.path) or not _names_another(taken, anchor):
+                continue
+            named = [c for c in candidates if c.invocation is taken.invocation
+                     and _RECORD_PATH.fullmatch(c.path)
+                     and _siblings(c.path) == _siblings(taken.path)
+                     and c.facts.supports(anchor)]
+            if len(named) == 1:
+                return named[0], anchor
+    return None
 
 
 _RECORD_PATH = re.compile(r".*\[\d+\]")
@@ -315,10 +465,35 @@ def _crossed(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
                for g in candidate.stated)
 
 
+def _sibling(candidate: _Candidate, record: _Candidate) -> bool:
+    """Whether `candidate` is another record of the list `record` stands in."""
+    return (candidate.invocation is record.invocation and candidate.path != record.path
+            and _RECORD_PATH.fullmatch(candidate.path) is not None
+            and _siblings(candidate.path) == _siblings(record.path))
+
+
+def _counted(fact: Fact, primary: _Candidate) -> bool:
+    """Whether the main value counts what a count of the claim counts, another number of
+    them ("on 4 pods" against "21 OOMKilled events on 3 objects"): the step "4." of a runbook
+    is then no count of pods."""
+    return fact.unit in COUNTS and any(
+        s.kind is FactKind.QUANTITY and s.unit == fact.unit for s in primary.stated)
+
+
 _PAIR_CHARS = 16
 """Widest gap between two numbers of a claim that state one change ("from 50 to 20", "20 of
 50 connections"); numbers further apart (a port in a quoted URL, a count of another thing)
 are no pair."""
+
+
+def _ranged(claim: str, a: Fact, b: Fact) -> bool:
+    """Whether two numbers of `claim` are the ends of one range ("24200 to 25505", "6
+    through 10", "102-136 ms")."""
+    if a is b or a.kind is not FactKind.QUANTITY or b.kind is not FactKind.QUANTITY:
+        return False
+    ends = [re.escape(a.text), re.escape(b.text)]
+    return any(re.search(rf"(?<![\w.]){x}\s*(?:to|through|thru|until|till|-|–)\s*{y}(?!\w)",
+                         claim) for x, y in (ends, ends[::-1]))
 
 
 def _near(claim: str, a: Fact, b: Fact) -> bool:
@@ -330,11 +505,14 @@ def _near(claim: str, a: Fact, b: Fact) -> bool:
 
 
 def _family(fact: Fact) -> tuple[str, str]:
-    """A fact's sort and, for an identifier, its text before its last `-` part: the pods of
-    one replica set (`checkout-service-bd1f30671-*`) are one family, request ids (`req-*`)
-    another."""
-    stem = fact.text.rsplit("-", 1)[0] if fact.kind is FactKind.IDENTIFIER else ""
+    """A fact's sort and, for an identifier, its text before its last `-` or `_` part: the
+    pods of one replica set (`checkout-service-bd1f30671-*`) are one family, request ids
+    (`req-*`) another, HDFS blocks (`blk_2304…`, `blk_-2826…`) a third."""
+    stem = _LAST_PART.sub("", fact.text) if fact.kind is FactKind.IDENTIFIER else ""
     return fact.sort, stem.casefold()
+
+
+_LAST_PART = re.compile(r"[-_]+[^-_]*$")
 
 
 _RECORD = re.compile(r"\[\d+\].*$")

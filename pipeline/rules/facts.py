@@ -96,8 +96,14 @@ _COUNT_NOUNS = (
     "|deployments|deployment|users|orders|messages|message|jobs|job|times|attempts|attempt"
     "|tries|calls|call|queries|query|rows|records|record|workers|threads|processes"
     "|containers|container|hosts|host|partitions|consumers|items|files|checks|probes|sessions"
+    "|objects|object|warnings|warning"
 )
-_COUNTS = frozenset(noun.rstrip("s") for noun in _COUNT_NOUNS.split("|"))
+_COUNT_ADJECTIVES = "such|more|new|other|distinct|separate|similar|further|additional|unique"
+"""Words that may stand between a count and its noun ("24 such warnings", "3 more pods")."""
+COUNTS = frozenset(noun.rstrip("s") for noun in _COUNT_NOUNS.split("|"))
+_SAME_COUNT = {"object": "pod", "replica": "pod"}
+"""Nouns that count the same things: the objects of a service's Kubernetes events and the
+replicas of its deployment are its pods ("21 OOMKilled events on 3 objects" is on 3 pods)."""
 """The dimensions of counts ("512 errors", "512 lines", "512 times"): the same count told of
 under another noun, never another unit."""
 _UNIT_ALT = "|".join(
@@ -124,6 +130,9 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         r"(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\w)(?!:\d)")),
     (FactKind.TIMESTAMP, "", re.compile(
         rf"(?=[A-Z])\b(?:{_MONTHS}) +\d{{1,2}} \d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?(?!\w)")),
+    # a day of a month without its time ("on Jul 2 and Jul 13"): that day, at any time
+    (FactKind.TIMESTAMP, "", re.compile(
+        rf"(?=[A-Z])\b(?:{_MONTHS}) +\d{{1,2}}\b(?![:.,]\d)(?! \d{{2}}:)")),
     (FactKind.TIMESTAMP, "", re.compile(
         r"(?=\d)(?<![\w/.])\d{2}/\d{2}/\d{2}(?:\d{2})? \d{2}:\d{2}:\d{2}(?!\w)")),
     (FactKind.TIMESTAMP, "", re.compile(
@@ -157,6 +166,9 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         r"|(?<=code=)|(?<=returning )|(?<=returned ))[1-5]\d{2}\b"
         # not the tail of a larger number: "1,432 errors" is a count, not error code 432
         r"|(?<![\d,.])\b[45]\d{2}(?=s\b|\s+(?:errors?|responses?|status))"
+        # a status named on its own by an article or an ordinal: "the first 503."
+        r"|(?:(?<=\b[Aa] )|(?<=\b[Aa]n )|(?<=\b[Tt]he )|(?<=\bfirst )|(?<=\blast ))"
+        r"[45]\d{2}(?=[.,;:)]|$)"
         r"|(?<![\d,.])\b[1-5]\d{2}(?= (?:Internal|Bad|Service|Gateway|Not|Too|Forbidden"
         r"|Unauthorized|OK|Created|Conflict|Request|Payload|Unprocessable|Precondition|Method)))")),
     (FactKind.IDENTIFIER, "path", re.compile(
@@ -175,12 +187,15 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         r"|(?=[0-9A-F]*[A-F])(?=[0-9A-F]*\d)[0-9A-F]{8,})\b")),
     (FactKind.QUANTITY, "", re.compile(
         r"(?=[-+\d])(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-        rf"(?:(?-i:[kKMB]|bn)(?!\w)|\s?%|\s?(?:{_UNIT_ALT})(?![\w/])|\s(?:{_COUNT_NOUNS})\b)?"
+        rf"(?:(?-i:[kKMB]|bn)(?!\w)|\s?%|\s?(?:{_UNIT_ALT})(?![\w/])"
+        rf"|\s(?:(?:{_COUNT_ADJECTIVES})\s+)?(?:{_COUNT_NOUNS})\b)?"
         r"(?![\w.]\w)",
         re.IGNORECASE)),
-    # a duration in words ("the preceding two hours"): the same fact as "120 minutes"
+    # a duration in words ("the preceding two hours"): the same fact as "120 minutes"; a
+    # number of times ("up to five times"), which no list of the claim counts for it
     (FactKind.QUANTITY, "words", re.compile(
-        rf"\b(?:{_COUNTED_WORDS})\s+(?:{_DURATION_UNITS})\b", re.IGNORECASE)),
+        rf"\b(?:{_COUNTED_WORDS})\s+(?:{_DURATION_UNITS}|times|attempts|retries|tries)\b",
+        re.IGNORECASE)),
     # letters and digits in one word (storage1231, node246, J12): an identifier, matched whole
     (FactKind.IDENTIFIER, "id", re.compile(
         r"(?=[A-Za-z0-9])\b(?=[A-Za-z.:]*\d)(?=[\d.:]*[A-Za-z])[A-Za-z0-9]+"
@@ -206,7 +221,7 @@ _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _GATES: dict[str, tuple[str, ...]] = {
     "url": ("://",), "uuid": ("-",), "block": ("blk_",), "path": ("/",), "kv": ("=",),
 }
-_TIME_GATES = (("-",), tuple(_MONTHS.split("|")), ("/",), (":",))
+_TIME_GATES = (("-",), tuple(_MONTHS.split("|")), tuple(_MONTHS.split("|")), ("/",), (":",))
 _IP_GATES = ((".",), (":",))
 _HEX_GATES = (("0x", "0X"), ("-", ":"), ())
 
@@ -283,7 +298,7 @@ def _extract(text: str, single_digits: bool) -> tuple[Fact, ...]:
             continue
         for match in pattern.finditer(text):
             start, end = match.span("v") if shape == "kv" else match.span()
-            if any(taken[start:end]):
+            if any(taken[start:end]) or (kind is FactKind.QUANTITY and _step(text, start, end)):
                 continue
             fact = _make_fact(kind, shape, text[start:end], single_digits=single_digits)
             if fact is not None:
@@ -294,6 +309,16 @@ def _extract(text: str, single_digits: bool) -> tuple[Fact, ...]:
 
 
 _extract_cached = functools.lru_cache(maxsize=16384)(_extract)
+
+_STEP_BEFORE = re.compile(r"(?:^|[.:;!?]\s+|\n\s*)$")
+_STEP_AFTER = re.compile(r"[.)]\s+[A-Z]")
+
+
+def _step(text: str, start: int, end: int) -> bool:
+    """Whether the number at `text[start:end]` numbers a step of a list ("… 4. Look for a
+    leak"): a runbook's step 4 counts nothing, and no claim's "4 pods" is stated by it."""
+    return (_STEP_AFTER.match(text, end) is not None and text[start:end].isdigit()
+            and _STEP_BEFORE.search(text[max(0, start - 4):start]) is not None)
 
 
 def clear_caches() -> None:
@@ -331,7 +356,7 @@ def identifier_key(token: str) -> str:
 
 
 _BGL_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})-(\d{2})\.(\d{2})(?:\.(\d{2}))?")
-_MONTH_DAY = re.compile(r"([A-Z][a-z]{2}) +(\d{1,2}) ")
+_MONTH_DAY = re.compile(r"([A-Z][a-z]{2}) +(\d{1,2})(?: |$)")
 
 
 def _timestamp_key(raw: str) -> str:
@@ -355,7 +380,7 @@ def _make_quantity(raw: str, *, single_digits: bool = False) -> Fact | None:
     assert match is not None
     number = match.group()
     rest = raw.lstrip()[match.end():]
-    unit_text = rest.strip().lower()
+    unit_text = rest.strip().lower().rpartition(" ")[2]  # "such warnings": a count of warnings
     digits = number.replace(",", "").lstrip("+-")
     if not unit_text and len(digits.split(".")[0]) < 2 and "." not in digits and not single_digits:
         return None  # a bare single digit says too little to check
@@ -366,6 +391,7 @@ def _make_quantity(raw: str, *, single_digits: bool = False) -> Fact | None:
         return Fact(FactKind.QUANTITY, raw, f"{value * magnitude:g}", value * magnitude, "",
                     0.5 * 10.0**-decimals * magnitude, number=value * magnitude)
     dimension, factor = _UNITS.get(unit_text, (unit_text.rstrip("s") or "", 1.0))
+    dimension = _SAME_COUNT.get(dimension, dimension)
     tolerance = 0.5 * 10.0**-decimals * factor
     key = f"{value * factor:g}{dimension}"
     return Fact(FactKind.QUANTITY, raw, key, value * factor, dimension, tolerance,
@@ -378,7 +404,7 @@ _REL = 1e-15
 
 def _quantities_match(claim: Fact, other: Fact) -> bool:
     assert claim.value is not None and other.value is not None
-    if claim.unit in _COUNTS and other.unit in _COUNTS:
+    if claim.unit in COUNTS and other.unit in COUNTS:
         return claim.value == other.value  # "322 times" of "322 ERROR lines"
     if claim.unit and other.unit and claim.unit != other.unit:
         return False
@@ -404,7 +430,7 @@ def _quantities_match(claim: Fact, other: Fact) -> bool:
 def _unit_changed(claim: Fact, other: Fact) -> bool:
     """The same number as written under another unit: 16 MB against 16 ms."""
     return bool(claim.unit and other.unit and claim.unit != other.unit
-                and not (claim.unit in _COUNTS and other.unit in _COUNTS)
+                and not (claim.unit in COUNTS and other.unit in COUNTS)
                 and claim.number is not None and claim.number == other.number)
 
 
@@ -549,7 +575,8 @@ class FactSet:
         if fact.kind in _TOKEN_KINDS:
             # a hex number by its text: 0x41 is not the 41 of some other token
             token = fact.text.casefold() if fact.shape == "hex" else fact.key
-            return token in self._tokens or self._parts_stated(fact)
+            return (token in self._tokens or self._parts_stated(fact)
+                    or self._directory_stated(fact))
         return False
 
     def _time_gaps(self) -> list[float]:
@@ -563,12 +590,26 @@ class FactSet:
                           for b in instants[n + 1:]]
         return self._gaps
 
+    def _directory_stated(self, fact: Fact) -> bool:
+        """A directory of a path the evidence states: a file deleted from
+        `/mnt/…/subdir40/blk_-2826…` was deleted from `/mnt/…/subdir40`."""
+        if fact.shape != "path":
+            return False
+        prefix = fact.key.rstrip("/") + "/"
+        return any(token.startswith(prefix) for token in self._tokens)
+
     def _parts_stated(self, fact: Fact) -> bool:
-        # host:port restated from a host and a port stated apart
+        """host:port restated from a host and a port stated apart; not from a host stated
+        only with another port (`/10.10.34.13:33198` and `/10.10.34.11:3888` make no
+        `10.10.34.13:3888`)."""
         if fact.shape != "ip" or fact.key.count(":") != 1:
             return False
         host, port = fact.key.split(":")
-        return host in self._tokens and port in self._tokens
+        if host not in self._tokens or port not in self._tokens:
+            return False
+        with_ports = {f.key.partition(":")[0] for f in self._by_kind[FactKind.IDENTIFIER]
+                      if f.shape == "ip" and f.key.count(":") == 1}
+        return host not in with_ports or (FactKind.IDENTIFIER, host) in self._keys
 
     def conflicts(self, fact: Fact) -> bool:
         """True when the evidence states facts of the same kind and shape, none of which is

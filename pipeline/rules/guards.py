@@ -12,8 +12,11 @@ from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
 from models.invocation import EvidenceStatus, ToolInvocation
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.rules import lexicon
+from pipeline.rules.attributes import attribute_conflict
+from pipeline.rules.counts import listed_count_conflict
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, FactSet, extract_facts
 from pipeline.rules.gatekeeper import scope_text
+from pipeline.rules.projection import listing_header
 from pipeline.rules.statements import grounding_problem
 
 
@@ -46,18 +49,7 @@ def unsupported_facts(text: str, facts: FactSet) -> list[Fact]:
 _LINE = re.compile(r"\$\.lines\[\d+\]$")
 """A binding to one line of a text output (`$.lines[41]`): a log line or a row of
 command output is a record of its own, and the claim's words are read against it (and the
-output's header, `_header`), not against every other line of the file."""
-
-def _header(lines: object) -> list[str]:
-    """The leading lines of a text output that hold no digit: the command that printed it
-    and a listing's header (`NAME READY STATUS RESTARTS AGE`), which name its columns."""
-    header: list[str] = []
-    for line in lines[:3] if isinstance(lines, list) else []:
-        if any(ch.isdigit() for ch in str(line)):
-            break
-        header.append(str(line))
-    return header
-
+output's header, `projection.listing_header`), not against every other line of the file."""
 
 _TOOL_WORDS = re.compile(r"[-_.]+")
 """What separates the words of a tool's name (`list_alerts`, `kubectl-get-pods.txt`): the
@@ -83,7 +75,7 @@ def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocatio
             call = outputs.get(item.invocation_id)
             projection = call.projection if call is not None else None
             if _LINE.match(item.path):  # one line of a text output: that line is the record
-                material += _header(getattr(projection, "lines", None))
+                material += listing_header(getattr(projection, "lines", None))
             else:
                 if item.invocation_id not in texts:
                     texts[item.invocation_id] = (
@@ -177,6 +169,9 @@ def _hold_to_evidence(
     facts = extract_facts(text, single_digits=True) if known is not None else []
     differing = [f for f in facts if known is not None and known.conflicts(f)]
     differing += severity_conflict(text, trusted) + alert_state_conflict(text, trusted)
+    differing += attribute_conflict(text, [item.matched_text for item in trusted])
+    differing += shift_conflict(text, trusted)
+    differing += listed_count_conflict(text, [item.matched_text for item in trusted])
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
     if differing and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED
@@ -293,6 +288,23 @@ def alert_state_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> lis
     once ("starts firing at 09:00", "was firing") is no state."""
     return _held_to_stated(text, evidence, shape="alert_state", claimed=_STATE_CLAIMED,
                            stated=_STATE_STATED, aliases=_STATE_ALIASES)
+
+
+_SHIFT_CLAIMED = re.compile(
+    r"\bshift(?:ed|s)?\s+(up|down)(?:wards?)?\b"
+    r"|\b(?:no|not|n't|never)\s+(?:\w+\s+)?shift(?:ed|s)?\b()", re.IGNORECASE)
+_SHIFT_STATED = re.compile(r"\bshifted\s+(up|down)\s+from\s+baseline\b|\bno\s+shift\b()",
+                           re.IGNORECASE)
+_SHIFT_ALIASES = {"": "none"}
+
+
+def shift_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> list[Fact]:
+    """The shift `text` gives a series ("shifted up", "did not shift") as a fact, when the
+    series of its evidence state theirs ("shifted up from baseline at …", "no shift from
+    baseline") and none is that one: "CPU usage shifted up" against a CPU series with no
+    shift."""
+    return _held_to_stated(text, evidence, shape="shift", claimed=_SHIFT_CLAIMED,
+                           stated=_SHIFT_STATED, aliases=_SHIFT_ALIASES)
 
 
 _QUOTES = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”")

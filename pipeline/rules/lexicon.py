@@ -117,6 +117,7 @@ IRREGULAR = {
     "brought": "bring", "kept": "keep", "held": "hold", "left": "leave", "made": "make",
     "sent": "send", "spent": "spend", "threw": "throw", "thrown": "throw", "wrote": "write",
     "written": "write", "knew": "know", "known": "know", "expiry": "expire",
+    "children": "child",
 }
 """Irregular verb forms a stemmer does not join to their base."""
 

@@ -75,3 +75,14 @@ def _fit_bytes(data: dict[str, Any], *, scope: QueryScope, max_bytes: int) -> bo
         data[key] = data[key][:-1]
         cut = True
     return cut
+
+
+def listing_header(lines: object) -> list[str]:
+    """The leading lines of a text output that hold no digit: the command that printed it
+    and a listing's header (`NAME READY STATUS RESTARTS AGE`), which name its columns."""
+    header: list[str] = []
+    for line in lines[:3] if isinstance(lines, list) else []:
+        if any(ch.isdigit() for ch in str(line)):
+            break
+        header.append(str(line))
+    return header

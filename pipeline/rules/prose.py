@@ -106,7 +106,12 @@ _NEGATIVE = re.compile(
     r"|deployed|restart|restarted)\w*"
     r"|\bwithout\s+(?:any\s+)?(?:errors?|restarts?|alerts?|changes?)\b|\babsent\b",
     re.IGNORECASE)
-_MARKUP = re.compile(r"\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)|`")
+_MARKUP = re.compile(r"\*\*|__|`")
+_EMPHASIS = re.compile(
+    r"(?<![^\s(\[\"'])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?=[\s.,;:!?)\]\"']|$)")
+"""One `*` or `_` around words (`_20_`, `*not*`): emphasis only as a pair standing between
+spaces or punctuation, never the underscore inside an identifier (`blk_-6845…`,
+`/randtxt5/_temporary/_task_2008…`)."""
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _WORD = re.compile(r"[A-Za-z]{2,}")
 
@@ -274,7 +279,7 @@ def plain_text(text: str) -> str:
     """`text` without Markdown: emphasis and code ticks dropped, links as their text, table
     cells joined by semicolons, whitespace runs as one space."""
     plain = _LINK.sub(r"\1", text)
-    plain = _MARKUP.sub("", plain)
+    plain = _MARKUP.sub("", _EMPHASIS.sub(r"\2", plain))
     plain = " ; ".join(cell.strip() for cell in plain.split("|")) if "|" in plain else plain
     return " ".join(plain.split())
 

@@ -503,7 +503,7 @@ def _words_problem(text: str, cited: Sequence[_Item], *, words_of_backing: bool 
     numbers = functools.cache(lambda: FactSet.from_texts(texts))  # read for number words only
     vocab, joined = _vocabulary_of(material, extra=extra)
     absent: list[str] = []
-    plain = _uncounted(_unpossessed(_PLURAL_NUMBER.sub("", text)))
+    plain = _uncounted(_unpossessed(_PERIOD.sub(" ", _PLURAL_NUMBER.sub("", text))))
     for token in _WORD.findall(_rewrite(_without_facts(plain))):
         if _covered(token, vocab, joined, numbers):
             continue
@@ -519,17 +519,23 @@ _COUNT_WORD = re.compile(
 
 
 def _uncounted(text: str) -> str:
-    """`text` without the number words that count the identifiers it lists after them
-    ("two pods, billing-service-f48535746-w7v58 and billing-service-f48535746-srjwq"): the
-    claim states that count itself, and each identifier is a fact of its own."""
+    """`text` without the number words that count the identifiers or the times it lists
+    after them ("two pods, billing-service-f48535746-w7v58 and billing-service-f48535746-srjwq",
+    "twice, at 16:01:46 and 16:03:11"): the claim states that count itself, and each
+    identifier or time is a fact of its own."""
     for match in reversed(list(_COUNT_WORD.finditer(text))):
-        listed = {f.key for f in extract_facts(text[match.end():])
-                  if f.kind is FactKind.IDENTIFIER}
-        if len(listed) == lexicon.NUMBER_WORDS[match.group(0).casefold()]:
+        after = extract_facts(text[match.end():])
+        count = lexicon.NUMBER_WORDS[match.group(0).casefold()]
+        ids = {f.key for f in after if f.kind is FactKind.IDENTIFIER}
+        times = {f.key for f in after if f.kind is FactKind.TIMESTAMP and ":" in f.key}
+        if count in (len(ids), len(times)):  # times of day: "on Jul 10" is their day
             text = text[:match.start()] + " " + text[match.end():]
     return text
 
 
+_PERIOD = re.compile(r"\bevery(?=\s+\d)", re.IGNORECASE)
+"""The "every" of a period ("retried every 30 s"): the duration is the fact, and no
+quantifier over records."""
 _PLURAL_NUMBER = re.compile(r"(?<=\d)s\b")
 """The s of "503s" or "1990s": the number is the fact, the s no word."""
 

@@ -21,7 +21,7 @@ from pipeline.prompts import Prompt
 from pipeline.rules import lexicon
 from pipeline.rules.binder import bind
 from pipeline.rules.facts import FactSet, extract_facts
-from pipeline.rules.prose import quotations, split_claims
+from pipeline.rules.prose import plain_text, quotations, split_claims
 from pipeline.rules.statements import grounding_problem
 
 SSH_LOG = "\n".join([
@@ -387,3 +387,426 @@ def test_wording__a_finding_on_a_service_the_root_cause_names_is_critical() -> N
     assert [(c.kind.value, c.critical) for c in claims] == [
         ("ROOT_CAUSE", True), ("FINDING", True), ("FINDING", False)]
 
+
+
+# -- an underscore inside an identifier is no emphasis -----------------------------------------
+
+@pytest.mark.parametrize(("text", "plain"), [
+    ("Received blk_-684595390732854503 from /10.250.6.191.",
+     "Received blk_-684595390732854503 from /10.250.6.191."),
+    ("allocated blk_1 for /user/root/randtxt5/_temporary/_task_200811101024_0012_m_001726_0/x.",
+     "allocated blk_1 for /user/root/randtxt5/_temporary/_task_200811101024_0012_m_001726_0/x."),
+    ("the pool was _cut_ to *20*, not __50__", "the pool was cut to 20, not 50"),
+])
+def test_wording__an_underscore_inside_an_identifier_is_no_emphasis(text: str, plain: str) -> None:
+    assert plain_text(text) == plain
+
+
+HDFS_LOG = "\n".join([
+    "081110 103114 30 INFO dfs.FSNamesystem: BLOCK* NameSystem.delete: blk_2304296078821316612 "
+    "is added to invalidSet of 10.251.39.64:50010",
+    "081110 103615 19 INFO dfs.FSDataset: Deleting block blk_-2826763604408365998 file "
+    "/mnt/hadoop/dfs/data/current/subdir40/blk_-2826763604408365998",
+    "081111 023022 27 INFO dfs.FSNamesystem: BLOCK* NameSystem.delete: blk_-1071115021179995772 "
+    "is added to invalidSet of 10.250.11.53:50010",
+])
+
+
+def test_wording__blocks_with_and_without_a_sign_are_one_family() -> None:
+    """`blk_2304…` and `blk_-2826…` are two HDFS blocks of one list, each its own record: a
+    claim that names both is bound to both lines, not held to the first."""
+    bound = bind("NameSystem.delete added blk_2304296078821316612 to the invalidSet of "
+                 "10.251.39.64:50010, and FSDataset later deleted blk_-2826763604408365998.",
+                 [invocation_of(ImportedCall("hdfs", "hdfs.log", {}, HDFS_LOG),
+                                max_items=1000, max_bytes=131072)])
+    assert {b.path for b in bound} == {"$.lines[0]", "$.lines[1]"}
+
+
+def test_wording__a_directory_of_a_stated_path_is_stated() -> None:
+    (directory,) = [f for f in extract_facts("deleted from /mnt/hadoop/dfs/data/current/subdir40.")
+                    if f.shape == "path"]
+    evidence = FactSet.from_texts([HDFS_LOG])
+    assert evidence.supports(directory)
+    (other,) = [f for f in extract_facts("deleted from /mnt/hadoop/dfs/data/current/subdir4.")
+                if f.shape == "path"]
+    assert not evidence.supports(other)
+
+
+# -- a number given as an attribute its evidence gives another number ---------------------------
+
+RATE_LIMIT = ("2026-12-09T10:14:08Z WARN pricing-api [pricing-api-299f1bb96-9l8z9] rate limit "
+              "exceeded for client catalog-service: 64 requests in flight (limit 16), rejecting "
+              "with 429")
+ERROR_RATE = json.dumps({"series": [{"summary": (
+    "http_error_rate of search-api: baseline mean 0.206% (max 0.456%) between "
+    "2026-12-07T12:00:00Z and 2026-12-07T14:00:00Z; in window mean 2.96%, peak 6.68% at "
+    "2026-12-07T15:07:00Z")}]})
+
+
+@pytest.mark.parametrize(("answer", "evidence", "expected"), [
+    ("The limit is 64 requests in flight per client.", ("warn.log", RATE_LIMIT),
+     Verification.CONTRADICTED),
+    ("The limit is 16, and catalog-service had 64 requests in flight.", ("warn.log", RATE_LIMIT),
+     Verification.DIRECT_OBSERVATION),
+    ("search-api's error rate averaged 6.68% over the window.",
+     ("query_metrics.json", ERROR_RATE), Verification.CONTRADICTED),
+    ("search-api's error rate averaged 2.96% in the window, against a baseline mean of 0.206%.",
+     ("query_metrics.json", ERROR_RATE), Verification.DIRECT_OBSERVATION),
+    ("search-api's error rate peaked at 6.68%.", ("query_metrics.json", ERROR_RATE),
+     Verification.DIRECT_OBSERVATION),
+    ("search-api's error rate peaked at 2.96%.", ("query_metrics.json", ERROR_RATE),
+     Verification.CONTRADICTED),
+])
+def test_wording__a_number_given_as_an_attribute_is_held_to_that_attributes_value(
+        answer: str, evidence: tuple[str, str], expected: Verification) -> None:
+    report = _checked(answer, evidence)
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a record named by its time or its object is that record -----------------------------------
+
+MOD_JK_LOG = "\n".join([
+    "[Sun Dec 04 04:47:44 2005] [notice] workerEnv.init() ok /etc/httpd/conf/workers2.properties",
+    "[Sun Dec 04 05:15:16 2005] [error] mod_jk child workerEnv in error state 6",
+    "[Sun Dec 04 16:32:58 2005] [error] mod_jk child workerEnv in error state 7",
+])
+
+
+@pytest.mark.parametrize(("answer", "evidence", "expected"), [
+    ("| time | level | message |\n|---|---|---|\n"
+     "| Sun Dec 04 16:32:58 2005 | error | mod_jk child workerEnv in error state 6 |",
+     ("apache-error.log", MOD_JK_LOG), Verification.CONTRADICTED),
+    ("| time | level | message |\n|---|---|---|\n"
+     "| Sun Dec 04 16:32:58 2005 | error | mod_jk child workerEnv in error state 7 |",
+     ("apache-error.log", MOD_JK_LOG), Verification.DIRECT_OBSERVATION),
+    ("| pod | ready | status | restarts |\n|---|---|---|---|\n"
+     "| inventory-service-dce91a01f-6g9wr | 0/1 | CrashLoopBackOff | 7 |",
+     ("kubectl-get-pods.txt", PODS), Verification.CONTRADICTED),
+    ("| pod | ready | status | restarts |\n|---|---|---|---|\n"
+     "| inventory-service-dce91a01f-5bzh9 | 0/1 | CrashLoopBackOff | 6 |",
+     ("kubectl-get-pods.txt", PODS), Verification.DIRECT_OBSERVATION),
+    # both pods named: each its own record
+    ("inventory-service-dce91a01f-5bzh9 is in CrashLoopBackOff and "
+     "inventory-service-dce91a01f-6g9wr has 7 restarts.",
+     ("kubectl-get-pods.txt", PODS), Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_record_named_by_its_time_or_object_is_that_record(
+        answer: str, evidence: tuple[str, str], expected: Verification) -> None:
+    report = _checked(answer, evidence)
+    claim = report.claims[-1]  # the row, not the table's header
+    assert claim.verification is expected, (claim.note, claim.bindings)
+
+
+# -- counts of listed things -------------------------------------------------------------------
+
+OOM_EVENTS = json.dumps({"reasons": [{"reason": "OOMKilled", "summary": (
+    "21 OOMKilled events (Warning, summed count 21) on 3 objects between "
+    "2026-12-02T08:41:46Z and 2026-12-02T09:58:32Z, e.g. Container inventory-service was "
+    "OOMKilled")}]})
+RUNBOOK = json.dumps({"documents": [{"id": "rb-oomkilled-crashloop", "excerpt": (
+    "1. List the events of the service's pods and count OOMKilled and BackOff events. "
+    "2. Compare the memory working set with the limit. 3. Roll back. 4. Look for a leak.")}]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("Kubernetes recorded 21 OOMKilled events on 4 pods between 08:41:46 and 09:58:32 UTC.",
+     Verification.CONTRADICTED),
+    ("Kubernetes recorded 21 OOMKilled events on 3 pods between 08:41:46 and 09:58:32 UTC.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__the_objects_of_kubernetes_events_are_its_pods(
+        answer: str, expected: Verification) -> None:
+    """(A runbook's step "4." is no count of pods.)"""
+    report = _checked(answer, ("get_events.json", OOM_EVENTS), ("search_runbooks.json", RUNBOOK))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("root logins failed twice, at 16:01:46 and 16:03:11.", None),
+    ("root logins failed twice on Jul 10, at 16:01:46 and 16:03:11.", None),
+    ("root logins had three failures, at 16:01:46 and 16:03:11.", "three"),
+])
+def test_wording__a_count_in_words_is_said_when_the_claim_lists_that_many_times(
+        text: str, unsaid: str | None) -> None:
+    material = ["Jul 10 16:01:46 combo sshd(pam_unix)[19939]: root logins failed",
+                "Jul 10 16:03:11 combo sshd(pam_unix)[19937]: root logins failed"]
+    problem = _unsaid(text, material)
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+# -- an address of one host and another's port -------------------------------------------------
+
+ZK_LOG = "\n".join([
+    "2015-07-29 19:36:36,365 - INFO [/10.10.34.11:3888:QuorumCnxManager$Listener@493] - "
+    "Received connection request /10.10.34.13:33198",
+    "2015-08-24 20:57:14,495 - WARN [QuorumPeer[myid=1]/0:0:0:0:0:0:0:0:2181:QuorumCnxManager"
+    "@368] - Cannot open channel to 2 at election address /10.10.34.12:3888",
+])
+
+
+@pytest.mark.parametrize(("address", "stated"), [
+    ("10.10.34.13:3888", False),  # the host of one address, the port of another
+    ("10.10.34.12:3888", True),
+    ("10.10.34.13:33198", True),
+])
+def test_wording__an_address_is_not_made_of_two_addresses_parts(
+        address: str, stated: bool) -> None:
+    (fact,) = extract_facts(f"The election address is /{address}.")
+    assert FactSet.from_texts(ZK_LOG.splitlines()).supports(fact) is stated
+
+
+def test_wording__a_host_and_a_port_stated_apart_make_an_address() -> None:
+    (fact,) = extract_facts("It listens on 10.250.19.102:50010.")
+    assert FactSet.from_texts(["host 10.250.19.102 opened port 50010"]).supports(fact)
+
+
+# -- a listing's row is described by its header --------------------------------------------------
+
+TLS_EVENTS = "\n".join([
+    "$ kubectl get events -n ledger --field-selector involvedObject.name=ledger-api-tls",
+    "LAST SEEN              TYPE      REASON    OBJECT                       COUNT   MESSAGE",
+    "2026-12-03T06:15:00Z   Warning   Failed    certificate/ledger-api-tls   33      Failed to "
+    "renew certificate: ACME DNS-01 challenge for ledger-api.example.com failed",
+    "2026-12-03T07:15:00Z   Warning   Failed    certificate/ledger-api-tls   34      Failed to "
+    "renew certificate: ACME DNS-01 challenge for ledger-api.example.com failed",
+])
+
+
+@pytest.mark.parametrize(("row", "expected"), [
+    ("| 07:15 | renewal failed (count 43) |", Verification.CONTRADICTED),
+    ("| 07:15 | renewal failed (count 34) |", Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_listing_row_is_bound_by_the_words_of_its_header(
+        row: str, expected: Verification) -> None:
+    report = _checked(f"| time | event |\n|---|---|\n{row}",
+                      ("kubectl-get-events.txt", TLS_EVENTS))
+    claim = report.claims[-1]
+    assert claim.verification is expected, (claim.note, claim.bindings)
+
+
+# -- an HTTP status named on its own ------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "number", "sort"), [
+    ("v4.2.0 went out 51 seconds before the first 503.", "503", "error_code/http"),
+    ("The last 429, at 10:59, closed the window.", "429", "error_code/http"),
+    ("The pool was raised to 503.", "503", "quantity"),
+    ("the 500 ms timeout", "500", "quantity/duration"),
+])
+def test_wording__a_status_named_by_an_article_is_an_http_code(
+        text: str, number: str, sort: str) -> None:
+    (fact,) = [f for f in extract_facts(text) if f.text.startswith(number)]
+    assert fact.sort == sort
+
+
+# -- a range over the records of one list ---------------------------------------------------------
+
+SSHD_PIDS = "\n".join([
+    "Dec 10 06:55:46 LabSZ sshd[24200]: reverse mapping checking getaddrinfo for "
+    "ns.marryaldkfaczcz.com [173.234.31.186] failed - POSSIBLE BREAK-IN ATTEMPT!",
+    "Dec 10 07:28:16 LabSZ sshd[24255]: Failed password for root from 112.95.230.3 port "
+    "32977 ssh2",
+    "Dec 10 11:04:23 LabSZ sshd[25505]: error: Received disconnect from 103.99.0.122: 14: No "
+    "more user authentication methods available. [preauth]",
+])
+
+
+def test_wording__a_range_takes_its_ends_from_two_records_of_one_list() -> None:
+    invocations = [invocation_of(ImportedCall("ssh", "openssh.log", {}, SSHD_PIDS),
+                                 max_items=1000, max_bytes=131072)]
+    bound = bind("These lines come from sshd on LabSZ, from 24200 to 25505.", invocations)
+    assert {b.path for b in bound} == {"$.lines[0]", "$.lines[2]"}
+    report = _checked("These lines come from sshd on LabSZ, from 24201 to 25505.",
+                      ("openssh.log", SSHD_PIDS))
+    assert report.claims[0].verification is Verification.CONTRADICTED
+
+
+# -- a pod named by its suffix -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("answer", "log", "expected"), [
+    ("Pods 5dv2q and 57lcq logged 500s.", ("app.log", CHECKOUT_LOG),
+     Verification.DIRECT_OBSERVATION),
+    ("The 500 at 14:04:22 UTC came from pod 2w9m4.", ("app.log", CHECKOUT_LOG),
+     Verification.CONTRADICTED),
+    ("The 500 at 14:04:22 UTC came from pod 5dv2q.", ("app.log", CHECKOUT_LOG),
+     Verification.DIRECT_OBSERVATION),
+    ("Pod 6g9wr is Running with 7 restarts.", ("kubectl-get-pods.txt", PODS),
+     Verification.DIRECT_OBSERVATION),
+    ("Pod 6g9wr is Running with 6 restarts.", ("kubectl-get-pods.txt", PODS),
+     Verification.CONTRADICTED),
+    ("Pod 5bzh9 is Running with 7 restarts.", ("kubectl-get-pods.txt", PODS),
+     Verification.CONTRADICTED),
+])
+def test_wording__a_pod_named_by_its_suffix_is_that_pod(
+        answer: str, log: tuple[str, str], expected: Verification) -> None:
+    report = _checked(answer, log)
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a shift its evidence denies ------------------------------------------------------------------
+
+CPU_SERIES = json.dumps({"series": [{"summary": (
+    "cpu_usage_cores of pricing-api: baseline mean 0.898 cores (max 1.02 cores) between "
+    "2026-12-09T07:00:00Z and 2026-12-09T09:00:00Z; in window mean 0.914 cores, peak 1.04 "
+    "cores at 2026-12-09T09:10:00Z; no shift from baseline")}, {"summary": (
+    "http_requests_per_second of pricing-api: baseline mean 45.8 rps (max 53.2 rps); in window "
+    "mean 157 rps, peak 346 rps at 2026-12-09T10:17:00Z; shifted up from baseline at "
+    "2026-12-09T10:14:00Z")}]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("pricing-api's CPU usage shifted up with it, peaking at 1.04 cores.",
+     Verification.CONTRADICTED),
+    ("pricing-api's CPU usage did not shift, peaking at 1.04 cores.",
+     Verification.DIRECT_OBSERVATION),
+    ("pricing-api's request rate shifted up at 10:14 UTC and peaked at 346 rps.",
+     Verification.DIRECT_OBSERVATION),
+    ("pricing-api's request rate did not shift and peaked at 346 rps.",
+     Verification.CONTRADICTED),
+])
+def test_wording__a_shift_is_held_to_the_one_its_series_states(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("query_metrics.json", CPU_SERIES))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a count of warnings -------------------------------------------------------------------------
+
+WARN_PATTERNS = json.dumps({"top_messages": [{"summary": (
+    "42 WARN lines from inventory-service between 2026-12-02T08:40:11Z and "
+    "2026-12-02T09:57:52Z (0 in the preceding 120 minutes): memory pressure: working set 491 "
+    "MiB of 512 MiB limit")}, {"summary": (
+    "4 WARN lines from inventory-service between 2026-12-02T08:13:06Z and "
+    "2026-12-02T09:23:58Z (7 in the preceding 120 minutes): stock cache miss ratio 24% above 20% "
+    "threshold")}]})
+
+
+def test_wording__a_count_of_such_warnings_is_a_count_not_a_percentage() -> None:
+    """"24 such warnings" is not the "24%" of a cache miss ratio: not observed there (no
+    output counts 24 warnings; the one pattern of these warnings counts 42)."""
+    (count,) = extract_facts("There were 24 such warnings in the window.")
+    assert (count.value, count.unit) == (24, "warning")
+    report = _checked("There were 24 such warnings in the window, none in the two hours before.",
+                      ("search_logs.json", WARN_PATTERNS))
+    assert report.claims[0].verification not in (Verification.DIRECT_OBSERVATION,
+                                                  Verification.REASONABLE_INFERENCE)
+
+
+# -- a day of a month without its time -----------------------------------------------------------
+
+SESSIONS_LOG = "\n".join([
+    "Jul  2 01:41:32 combo sshd(pam_unix)[23535]: session opened for user test by (uid=509)",
+    "Jul 10 16:01:46 combo sshd(pam_unix)[1932]: authentication failure; user=root",
+    "Jul 13 17:22:28 combo sshd(pam_unix)[8113]: session opened for user test by (uid=509)",
+])
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("User test had sessions opened by uid=509 on Jul 2 and Jul 13.",
+     Verification.DIRECT_OBSERVATION),
+    ("User test had sessions opened by uid=509 on Jul 3 and Jul 13.",
+     Verification.CONTRADICTED),
+])
+def test_wording__a_day_of_a_month_is_a_date(answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("linux.log", SESSIONS_LOG))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+def test_wording__a_range_of_slots_takes_its_ends_from_two_records() -> None:
+    log = "\n".join([
+        "[Sun Dec 04 04:57:20 2005] [notice] jk2_init() Found child 8536 in scoreboard slot 6",
+        "[Sun Dec 04 06:22:48 2005] [notice] jk2_init() Found child 32479 in scoreboard slot 6",
+        "[Sun Dec 04 07:12:22 2005] [notice] jk2_init() Found child 312 in scoreboard slot 10",
+    ])
+    report = _checked("jk2_init() found children in scoreboard slots 6 through 10, for example "
+                      "child 32479 in slot 6.", ("apache-error.log", log))
+    assert report.claims[0].verification is Verification.DIRECT_OBSERVATION, report.claims[0].note
+    crossed = _checked("jk2_init() found child 32479 in scoreboard slot 10.",
+                       ("apache-error.log", log))
+    assert crossed.claims[0].verification is Verification.CONTRADICTED
+
+
+# -- a number of times in words ------------------------------------------------------------------
+
+def test_wording__a_number_of_times_in_words_is_a_count() -> None:
+    (times,) = [f for f in extract_facts("orders-api retries every call up to five times")
+                if f.unit]
+    assert (times.value, times.unit) == (5, "time")
+    line = ("2026-12-04T13:12:32Z WARN orders-api payment-gateway call timed out after 3000 ms "
+            "(attempt 3 of 3), retrying")
+    report = _checked("orders-api retried the payment-gateway call up to five times after "
+                      "3000 ms.", ("warn.log", line), credulous=False)
+    assert report.claims[0].verification is Verification.CONTRADICTED, report.claims[0].note
+
+
+def test_wording__a_runbooks_step_number_counts_nothing() -> None:
+    assert [f.text for f in extract_facts(
+        "1. List the events. 2. Compare the memory. 4. Look for a leak.", single_digits=True)] == []
+    assert [f.text for f in extract_facts("the pool was 20. The errors", single_digits=True)] == [
+        "20"]
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("Failed batches are retried every 30 s.", None),
+    ("Every failed batch is retried in 30 s.", "Every"),
+])
+def test_wording__every_before_a_duration_is_a_period_not_a_quantifier(
+        text: str, unsaid: str | None) -> None:
+    problem = _unsaid(text, ["ledger batch batch-40175 not posted, retrying in 30 s"])
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+# -- a value of another series, stated of this one -----------------------------------------------
+
+SERIES = json.dumps({"series": [
+    {"metric": "cpu_usage_cores", "summary": (
+        "cpu_usage_cores of pricing-api: baseline mean 0.898 cores (max 1.02 cores); in window "
+        "mean 0.914 cores, peak 1.04 cores at 2026-12-09T09:10:00Z; no shift from baseline")},
+    {"metric": "http_requests_per_second", "summary": (
+        "http_requests_per_second of pricing-api: baseline mean 45.8 rps (max 53.2 rps); in "
+        "window mean 157 rps, peak 346 rps at 2026-12-09T10:17:00Z; shifted up from baseline at "
+        "2026-12-09T10:14:00Z")},
+    {"metric": "rate_limited_requests_per_second", "summary": (
+        "rate_limited_requests_per_second of pricing-api: baseline mean 0.178 rps (max 1.1 rps); "
+        "in window mean 96.9 rps, peak 256 rps at 2026-12-09T10:21:00Z; shifted up from "
+        "baseline at 2026-12-09T10:14:00Z")},
+]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("pricing-api's CPU usage peaked at 10:17 UTC.", Verification.CONTRADICTED),
+    ("pricing-api's CPU usage peaked at 1.04 cores at 10:17 UTC.", Verification.CONTRADICTED),
+    ("pricing-api's CPU usage peaked at 09:10 UTC.", Verification.DIRECT_OBSERVATION),
+    ("pricing-api's request rate peaked at 10:17 UTC.", Verification.DIRECT_OBSERVATION),
+    ("pricing-api's request rate peaked at 09:10 UTC.", Verification.CONTRADICTED),
+    # two series, each its own values
+    ("pricing-api's request rate peaked at 346 rps at 10:17 UTC, while its CPU usage "
+     "stayed at 0.914 cores.", Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_value_of_another_series_is_not_this_ones(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("query_metrics.json", SERIES))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a count of the things a claim lists, against its record's count ----------------------------
+
+KILLS = json.dumps({"reasons": [{
+    "reason": "OOMKilled", "type": "Warning", "events": 21, "count": 21,
+    "objects": ["inventory-service-dce91a01f-6g9wr", "inventory-service-dce91a01f-q964j",
+                "inventory-service-dce91a01f-5bzh9"],
+    "summary": "21 OOMKilled events (Warning, summed count 21) on 3 objects between "
+               "2026-12-02T08:41:46Z and 2026-12-02T09:58:32Z, e.g. Container "
+               "inventory-service was OOMKilled (exit code 137); memory limit 512Mi"}]})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("The OOMKilled events are spread over two pods, inventory-service-dce91a01f-6g9wr and "
+     "inventory-service-dce91a01f-q964j.", Verification.CONTRADICTED),
+    ("The OOMKilled events are spread over three pods, inventory-service-dce91a01f-6g9wr, "
+     "inventory-service-dce91a01f-q964j and inventory-service-dce91a01f-5bzh9.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_count_of_listed_pods_is_held_to_its_records_count(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("get_events.json", KILLS))
+    assert report.claims[0].verification is expected, report.claims[0].note
