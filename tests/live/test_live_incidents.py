@@ -15,6 +15,7 @@ import json
 import re
 from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -133,6 +134,42 @@ def test_live__alertmanager_alone_speaks_of_now_only(timeline: Timeline) -> None
     negatives = [c["text"] for c in answer.claims if c["kind"] == "NEGATIVE_OBSERVATION"
                  and c["text"].startswith("No alerts")]
     assert negatives and all(" at " in t and " between " not in t for t in negatives), negatives
+
+
+_STATED = re.compile(r"(?:peak|low) (-?[\d.]+)(?: [^\s,;]+)? at (\S+Z)")
+
+
+def _range_queries(call: dict[str, Any]) -> list[str]:
+    """The PromQL of every `query_range` request a call recorded."""
+    found = []
+    for query in call["projection"]["scope"].get("queries", []):
+        if query.startswith("GET /api/v1/query_range?"):
+            params = parse_qs(urlsplit(query.split(" ", 1)[1]).query)
+            found.append(params["query"][0])
+    return found
+
+
+@pytest.mark.parametrize("moment", ["quiet", "pool", "latency", "after", "target"])
+def test_live__every_stated_value_is_what_prometheus_answers(timeline: Timeline,
+                                                             moment: str) -> None:
+    """No number untrue: each peak or low a metrics claim states, at its time, is the value
+    one of its call's recorded queries gives at that time when Prometheus runs it again."""
+    answer = timeline.answers[moment]
+    by_id = {i["tool_call_id"]: i for i in answer.invocations}
+    checked = 0
+    for claim in answer.claims:
+        for binding in claim.get("evidence_bindings", []):
+            call = by_id[binding["invocation_id"]]
+            if call["tool_name"] != "query_metrics":
+                continue
+            for value, at in _STATED.findall(binding["matched_text"]):
+                answered = [float(sample["value"][1])
+                            for promql in _range_queries(call)
+                            for sample in timeline.stack.query(promql, at=_seconds(at))]
+                assert any(v == pytest.approx(float(value), rel=0.01, abs=0.001)
+                           for v in answered), (claim["text"], value, at, answered)
+                checked += 1
+    assert checked or moment == "quiet"
 
 
 # ---- what the conventions find (issue 23, items 1, 2, 5, 6) ---------------------------------
