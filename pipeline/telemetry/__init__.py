@@ -108,9 +108,9 @@ def node(run_id: str, name: str, *, started: float | None = None) -> Iterator[No
             yield watch
         else:
             with tracing.span(f"verity.node {name}", ids, {
-                    "verity.run.id": run_id, "verity.node": name}) as current:
+                    "verity.run.id": run_id, "verity.node": name}) as attributes:
                 yield watch
-                current.set_attribute("verity.node.outcome", watch.outcome)
+                attributes["verity.node.outcome"] = watch.outcome
     finally:
         metrics.NODE_DURATION.labels(name, watch.outcome).observe(time.perf_counter() - start)
 
@@ -131,7 +131,7 @@ def tool_call(run_id: str, *, tool_name: str, tool_call_id: str) -> Iterator[Non
 
 def model_call(attempt: LlmAttempt, *, provider: str, started_ns: int) -> None:
     """One model attempt ended: counted by outcome, its tokens and cost added and, with
-    tracing on, a GenAI `chat` span under the current node's span."""
+    tracing on, a GenAI `chat` span under the current node's span (else the run's root)."""
     role, model = attempt.role, attempt.model
     metrics.MODEL_CALLS.labels(role, model, attempt.outcome).inc()
     for kind, amount in (("input", attempt.input_tokens), ("output", attempt.output_tokens),
@@ -141,11 +141,13 @@ def model_call(attempt: LlmAttempt, *, provider: str, started_ns: int) -> None:
             metrics.MODEL_TOKENS.labels(role, model, kind).inc(amount)
     if attempt.cost_usd:
         metrics.MODEL_COST.labels(role, model).inc(attempt.cost_usd)
-    if tracing.enabled():
-        _safely(_model_span, attempt, provider=provider, started_ns=started_ns)
+    ids = _ids(attempt.run_id)
+    if ids is not None:
+        _safely(_model_span, attempt, ids, provider=provider, started_ns=started_ns)
 
 
-def _model_span(attempt: LlmAttempt, *, provider: str, started_ns: int) -> None:
+def _model_span(attempt: LlmAttempt, ids: tuple[str, str], *, provider: str,
+                started_ns: int) -> None:
     attributes: dict[str, object] = {
         "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider,
         "gen_ai.request.model": attempt.model, "gen_ai.agent.name": attempt.role,
@@ -161,7 +163,7 @@ def _model_span(attempt: LlmAttempt, *, provider: str, started_ns: int) -> None:
     if attempt.error_type:
         attributes["error.type"] = attempt.error_type
     end_ns = started_ns + int(attempt.latency_ms * 1e6)
-    tracing.timed_span(f"chat {attempt.model}", start_ns=started_ns, end_ns=end_ns,
+    tracing.timed_span(f"chat {attempt.model}", ids, start_ns=started_ns, end_ns=end_ns,
                        attributes=attributes, error=attempt.error_type)
 
 

@@ -150,3 +150,18 @@ def test_with_an_endpoint__spans_go_out_over_otlp_http(
             "verity.node finalize"} <= names
     assert any(s.attributes.get("gen_ai.tool.call.id") for s in spans)
     runtime.close()
+
+
+def test_a_model_call_outside_any_node__is_a_child_of_its_runs_root(
+        exporter: InMemorySpanExporter) -> None:
+    from models.run import LlmAttempt
+    from pipeline import telemetry
+
+    attempt = LlmAttempt(run_id="f" * 32, role="verifier", attempt_number=1, prompt_name="v",
+                         prompt_version="1", input_sha256="d", model="m", latency_ms=1.0,
+                         outcome="ok")
+    telemetry.model_call(attempt, provider="anthropic", started_ns=1_000)
+    (chat,) = exporter.get_finished_spans()
+    trace_id, root_span_id = tracing.run_ids(attempt.run_id)
+    assert format(chat.context.trace_id, "032x") == trace_id
+    assert chat.parent is not None and format(chat.parent.span_id, "016x") == root_span_id
