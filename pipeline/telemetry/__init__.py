@@ -49,12 +49,10 @@ def new_run_telemetry() -> RunTelemetry:
 
 
 def trace_id(run_id: str) -> str | None:
-    """The run's trace id (32 hex) when tracing is on in this process, else None."""
-    return tracing.run_ids(run_id)[0] if tracing.enabled() else None
-
-
-def _ids(run_id: str) -> tuple[str, str] | None:
-    return tracing.run_ids(run_id) if tracing.enabled() else None
+    """The run's trace id (32 hex) when tracing is on in this process and the sampler keeps
+    the run, else None."""
+    ids = tracing.traced(run_id)
+    return ids[0] if ids else None
 
 
 def run_submitted(*, intent: str, tenant_id: str) -> None:
@@ -77,7 +75,7 @@ def run_ended(
         return
     now = time.time()
     metrics.RUN_DURATION.labels(status).observe(max(0.0, now - telemetry.submitted_at))
-    ids = _ids(run_id)
+    ids = tracing.traced(run_id)
     if ids is None:
         return
     attributes = {"verity.run.id": run_id, "verity.run.status": status,
@@ -102,7 +100,7 @@ def node(run_id: str, name: str, *, started: float | None = None) -> Iterator[No
     tracing on, make its span the current one: model calls inside are its children."""
     watch = NodeWatch()
     start = time.perf_counter() if started is None else started
-    ids = _ids(run_id)
+    ids = tracing.traced(run_id)
     try:
         if ids is None:
             yield watch
@@ -118,7 +116,7 @@ def node(run_id: str, name: str, *, started: float | None = None) -> Iterator[No
 @contextmanager
 def tool_call(run_id: str, *, tool_name: str, tool_call_id: str) -> Iterator[None]:
     """With tracing on, the tool call's `execute_tool` span (GenAI conventions)."""
-    ids = _ids(run_id)
+    ids = tracing.traced(run_id)
     if ids is None:
         yield
         return
@@ -141,7 +139,7 @@ def model_call(attempt: LlmAttempt, *, provider: str, started_ns: int) -> None:
             metrics.MODEL_TOKENS.labels(role, model, kind).inc(amount)
     if attempt.cost_usd:
         metrics.MODEL_COST.labels(role, model).inc(attempt.cost_usd)
-    ids = _ids(attempt.run_id)
+    ids = tracing.traced(attempt.run_id)
     if ids is not None:
         _safely(_model_span, attempt, ids, provider=provider, started_ns=started_ns)
 

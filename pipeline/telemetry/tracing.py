@@ -12,6 +12,12 @@ that root wherever it runs; model calls are children of their node's span, tool 
 root. The root span itself is written when the run ends (`end_run_span`), from submit to end,
 under those ids.
 
+A run is traced whole or not at all: `OTEL_TRACES_SAMPLER` (`always_on`, the default
+`parentbased_always_on`, `always_off`, `traceidratio` with `OTEL_TRACES_SAMPLER_ARG` the share,
+or their `parentbased_` forms: a run's root has no parent) decides from the run's trace id as
+the SDK's `TraceIdRatioBased` does, so every process with the same setting makes the same
+decision (`traced`).
+
 Every span's parent is known when it is made, so spans are written as finished SDK
 `ReadableSpan`s straight to the processor, with no SDK `Tracer`: the tracer's per-span work
 (sampler, span limits, cleaning each attribute, attaching and detaching an OpenTelemetry
@@ -37,10 +43,11 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 
-__all__ = ["enabled", "end_run_span", "run_ids", "span", "timed_span"]
+__all__ = ["enabled", "end_run_span", "run_ids", "span", "timed_span", "traced"]
 
 Attributes = Mapping[str, Any]
 _LOG = logging.getLogger(__name__)
@@ -98,6 +105,8 @@ class _Tracing:
 
     def __init__(self) -> None:
         self.tracer: _Tracer | None = None
+        self.bound: int | None = None
+        """Runs whose trace id's low 64 bits are below it are traced (read on first use)."""
 
     def build(self, processor: SpanProcessor | None = None) -> _Tracer:
         """The tracer: over `processor`, else a batch processor over the OTLP/HTTP exporter
@@ -132,6 +141,7 @@ def use_processor(processor: SpanProcessor | None) -> None:
         if _STATE.tracer is not None:
             _STATE.tracer.processor.shutdown()
         _STATE.tracer = None
+        _STATE.bound = None
         if processor is not None:
             _STATE.build(processor)
 
@@ -149,6 +159,38 @@ def run_ids(run_id: str) -> tuple[str, str]:
     trace_id, span_id = digest[:32], digest[32:48]
     return (trace_id if int(trace_id, 16) else "1".rjust(32, "0"),
             span_id if int(span_id, 16) else "1".rjust(16, "0"))
+
+
+def sampled_share() -> float:
+    """The share of runs traced, from `OTEL_TRACES_SAMPLER` (and `_ARG`); an unknown sampler
+    or share is logged and every run is traced."""
+    name = os.environ.get("OTEL_TRACES_SAMPLER", "parentbased_always_on").strip().lower()
+    name = name.removeprefix("parentbased_")
+    if name in ("always_on", "always_off"):
+        return 1.0 if name == "always_on" else 0.0
+    if name != "traceidratio":
+        _LOG.warning("telemetry: OTEL_TRACES_SAMPLER=%s is not supported; every run traced", name)
+        return 1.0
+    try:
+        share = float(os.environ.get("OTEL_TRACES_SAMPLER_ARG", "1.0"))
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        _LOG.warning("telemetry: OTEL_TRACES_SAMPLER_ARG is not a share in [0, 1]; every run "
+                     "traced")
+        return 1.0
+    return share
+
+
+def traced(run_id: str) -> tuple[str, str] | None:
+    """The run's ids (`run_ids`) when this process traces and the sampler keeps the run,
+    else None."""
+    if not enabled():
+        return None
+    if _STATE.bound is None:
+        _STATE.bound = TraceIdRatioBased.get_bound_for_rate(sampled_share())
+    ids = run_ids(run_id)
+    return ids if int(ids[0], 16) & TraceIdRatioBased.TRACE_ID_LIMIT < _STATE.bound else None
 
 
 def _root(ids: tuple[str, str]) -> SpanContext:

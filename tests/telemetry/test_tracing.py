@@ -165,3 +165,45 @@ def test_a_model_call_outside_any_node__is_a_child_of_its_runs_root(
     trace_id, root_span_id = tracing.run_ids(attempt.run_id)
     assert format(chat.context.trace_id, "032x") == trace_id
     assert chat.parent is not None and format(chat.parent.span_id, "016x") == root_span_id
+
+
+def test_with_the_sampler_always_off__no_span_is_written_and_no_trace_id_is_stored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    spans = InMemorySpanExporter()
+    tracing.use_processor(SimpleSpanProcessor(spans))
+    runtime = offline(tmp_path)
+    assert run_of(runtime).trace_id is None
+    assert spans.get_finished_spans() == ()
+    runtime.close()
+
+
+@pytest.mark.parametrize("sampler", ["traceidratio", "parentbased_traceidratio"])
+def test_a_ratio_sampler__traces_a_share_of_runs_each_whole_or_not_at_all(
+        sampler: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline import telemetry
+
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", sampler)
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
+    spans = InMemorySpanExporter()
+    tracing.use_processor(SimpleSpanProcessor(spans))
+    run_ids = [f"{i:032x}" for i in range(400)]
+    kept = {run_id for run_id in run_ids if telemetry.trace_id(run_id) is not None}
+    for run_id in run_ids:
+        with telemetry.node(run_id, "plan"):
+            pass
+    assert 60 <= len(kept) <= 140
+    assert {format(s.context.trace_id, "032x") for s in spans.get_finished_spans()} == {
+        tracing.run_ids(run_id)[0] for run_id in kept}
+
+
+@pytest.mark.parametrize("setting", [{"OTEL_TRACES_SAMPLER": "jaeger_remote"},
+                                     {"OTEL_TRACES_SAMPLER": "traceidratio",
+                                      "OTEL_TRACES_SAMPLER_ARG": "half"},
+                                     {"OTEL_TRACES_SAMPLER": "traceidratio",
+                                      "OTEL_TRACES_SAMPLER_ARG": "1.5"}])
+def test_an_unknown_sampler_or_share__traces_every_run(
+        setting: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in setting.items():
+        monkeypatch.setenv(name, value)
+    assert tracing.sampled_share() == 1.0
