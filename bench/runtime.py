@@ -5,7 +5,8 @@ One worker process (threads pool) on the local Redis and PostgreSQL runs, interl
 - instant runs: the real runtime (coordinator, store persistence, tool chord) with node bodies
   that return at once (bench/instant.py);
 then, with the same worker settings, full offline runs on a shipped scenario, and 200 runs in
-flight for the worker's peak memory. Prints one JSON object.
+flight for the worker's peak memory. Prints one JSON object; with the wall-clock figures, the
+worker's CPU time per run over the throughput batches (`worker_cpu_ms_per_run`).
 
     python bench/runtime.py [--runs 30] [--batch 40] [--inflight 200] [--concurrency 8]
                             [--reconciler reconcile|beat|none] [--tracing]
