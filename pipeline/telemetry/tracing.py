@@ -35,13 +35,14 @@ import os
 import random
 import threading
 import time
+import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -88,12 +89,12 @@ class _Tracer:
 
     def write(self, name: str, context: SpanContext, *, parent: SpanContext | None,
               start_ns: int, end_ns: int, attributes: dict[str, Any],
-              status: Status | None = None) -> None:
+              status: Status | None = None, events: tuple[Event, ...] = ()) -> None:
         """Hand one finished span to the processor; a span it cannot take is dropped (a log
         line), never raised into the run."""
         try:
             self.processor.on_end(ReadableSpan(
-                name, context, parent, self.resource, attributes,
+                name, context, parent, self.resource, attributes, events,
                 status=status or Status(StatusCode.UNSET), start_time=start_ns,
                 end_time=end_ns, instrumentation_scope=self.scope))
         except Exception:
@@ -202,31 +203,41 @@ def _child_of(parent: SpanContext) -> SpanContext:
                        trace_flags=_SAMPLED)
 
 
-def _error(exc: BaseException) -> Status:
-    return Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+def _exception(exc: BaseException) -> Event:
+    """The semantic conventions' `exception` event, as the SDK's spans record an exception
+    that left their block."""
+    kind, module = type(exc).__qualname__, type(exc).__module__
+    return Event("exception", {
+        "exception.type": f"{module}.{kind}" if module and module != "builtins" else kind,
+        "exception.message": str(exc),
+        "exception.stacktrace": "".join(traceback.format_exception(exc)),
+        "exception.escaped": "True"})
 
 
 @contextmanager
 def span(name: str, ids: tuple[str, str], attributes: Attributes) -> Iterator[dict[str, Any]]:
     """A span under the run's root (`ids`: trace id, root span id), timed around the block
     and current in it (model calls made inside are its children). Yields its attributes:
-    what the block adds to them before it ends is written with the span; an exception marks
-    the span as an error."""
+    what the block adds to them before it ends is written with the span; an exception that
+    leaves the block marks the span as an error and is recorded on it."""
     parent = _root(ids)
     context = _child_of(parent)
     written = dict(attributes)
-    status = None
+    status: Status | None = None
+    events: tuple[Event, ...] = ()
     token = _CURRENT.set(context)
     start_ns = time.time_ns()
     try:
         yield written
     except BaseException as exc:
-        status = _error(exc)
+        status = Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+        events = (_exception(exc),)
         raise
     finally:
         _CURRENT.reset(token)
         _tracer().write(name, context, parent=parent, start_ns=start_ns,
-                        end_ns=time.time_ns(), attributes=written, status=status)
+                        end_ns=time.time_ns(), attributes=written, status=status,
+                        events=events)
 
 
 def timed_span(name: str, ids: tuple[str, str], *, start_ns: int, end_ns: int,

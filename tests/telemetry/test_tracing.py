@@ -13,6 +13,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from fake_anthropic import FakeAnthropic
 from models.run import RunRecord
@@ -207,3 +208,19 @@ def test_an_unknown_sampler_or_share__traces_every_run(
     for name, value in setting.items():
         monkeypatch.setenv(name, value)
     assert tracing.sampled_share() == 1.0
+
+
+def test_a_node_that_raises__is_an_error_span_with_the_exception_event(
+        exporter: InMemorySpanExporter) -> None:
+    from pipeline import telemetry
+
+    with pytest.raises(LookupError), telemetry.node("e" * 32, "plan"):
+        raise LookupError("no such row")
+    (node,) = exporter.get_finished_spans()
+    assert node.status.status_code is StatusCode.ERROR
+    assert node.status.description == "LookupError: no such row"
+    (event,) = node.events
+    assert event.name == "exception" and event.attributes is not None
+    assert event.attributes["exception.type"] == "LookupError"
+    assert "no such row" in str(event.attributes["exception.stacktrace"])
+    assert "verity.node.outcome" not in (node.attributes or {})
