@@ -28,6 +28,7 @@ outside Verity nests spans under ours (nothing else in Verity is instrumented).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import logging
@@ -111,11 +112,13 @@ class _Tracing:
 
     def build(self, processor: SpanProcessor | None = None) -> _Tracer:
         """The tracer: over `processor`, else a batch processor over the OTLP/HTTP exporter
-        (its queue, batch size and delay from the SDK's `OTEL_BSP_*` variables)."""
+        (its queue, batch size and delay from the SDK's `OTEL_BSP_*` variables). The processor
+        is shut down, exporting what it holds, when the process exits."""
         if processor is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             processor = BatchSpanProcessor(OTLPSpanExporter())
+        atexit.register(processor.shutdown)
         self.tracer = _Tracer(processor)
         return self.tracer
 
@@ -140,6 +143,7 @@ def use_processor(processor: SpanProcessor | None) -> None:
     goes back to the environment's endpoint."""
     with _LOCK:
         if _STATE.tracer is not None:
+            atexit.unregister(_STATE.tracer.processor.shutdown)
             _STATE.tracer.processor.shutdown()
         _STATE.tracer = None
         _STATE.bound = None

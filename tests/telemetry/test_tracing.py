@@ -224,3 +224,19 @@ def test_a_node_that_raises__is_an_error_span_with_the_exception_event(
     assert event.attributes["exception.type"] == "LookupError"
     assert "no such row" in str(event.attributes["exception.stacktrace"])
     assert "verity.node.outcome" not in (node.attributes or {})
+
+
+def test_a_process_that_exits__exports_the_spans_it_still_holds() -> None:
+    import os
+    import subprocess
+    import sys
+
+    with OtlpReceiver() as receiver:
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+               "OTEL_BSP_SCHEDULE_DELAY": "600000"}  # no export but the one at exit
+        subprocess.run([sys.executable, "-c", (
+            "from pipeline import telemetry\n"
+            "with telemetry.node('d' * 32, 'plan'):\n"
+            "    pass\n")], env=env, check=True, timeout=60)
+        spans = receiver.wait_for(bool, timeout=10)
+    assert [s.name for s in spans] == ["verity.node plan"]
