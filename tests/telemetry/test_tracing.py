@@ -136,6 +136,17 @@ def test_without_an_endpoint__tracing_is_off_and_no_trace_id_is_stored(tmp_path:
     runtime.close()
 
 
+def test_with_the_sdk_disabled__an_endpoint_turns_nothing_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert not tracing.enabled()
+    runtime = offline(tmp_path)
+    assert run_of(runtime).trace_id is None
+    assert tracing._STATE.tracer is None
+    runtime.close()
+
+
 def test_with_an_endpoint__spans_go_out_over_otlp_http(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with OtlpReceiver() as receiver:
