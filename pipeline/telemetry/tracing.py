@@ -63,10 +63,11 @@ _CURRENT: ContextVar[SpanContext | None] = ContextVar("verity_current_span", def
 def endpoint() -> str | None:
     """The configured OTLP/HTTP traces endpoint, if any; none while `OTEL_SDK_DISABLED` is
     true (the SDK's switch for all of it)."""
-    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return None
-    return (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None)
+    url = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+           or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    if not url or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None  # without an endpoint (tracing off, every hook asks) read nothing more
+    return url
 
 
 class _Resource(Resource):
