@@ -5,7 +5,8 @@ One worker process (threads pool) on the local Redis and PostgreSQL runs, interl
 - instant runs: the real runtime (coordinator, store persistence, tool chord) with node bodies
   that return at once (bench/instant.py);
 then, with the same worker settings, full offline runs on a shipped scenario, and 200 runs in
-flight for the worker's peak memory. Prints one JSON object.
+flight for the worker's peak memory. Prints one JSON object; with the wall-clock figures, the
+worker's CPU time per run over the throughput batches (`worker_cpu_ms_per_run`).
 
     python bench/runtime.py [--runs 30] [--batch 40] [--inflight 200] [--concurrency 8]
                             [--reconciler reconcile|beat|none] [--tracing]
@@ -116,7 +117,7 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
     with Reconciler(args.reconciler) as reconciler:
         with Worker(every_queue, factory="bench.instant:build_runtime", beat=beat) as worker:
             reconciler.worker = worker
-            bare, instant = _compare(args)
+            bare, instant = _compare(args, worker)
             reconciler_compare = reconciler.report()
             load_compared = os.getloadavg()
         with Worker(every_queue, factory=None, beat=beat) as worker:
@@ -129,6 +130,8 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
         "latency_p50": _ratio(instant["latency_s"]["p50"], bare["latency_s"]["p50"]),
         "latency_p90": _ratio(instant["latency_s"]["p90"], bare["latency_s"]["p90"]),
         "throughput": _ratio(instant["throughput_runs_per_s"], bare["throughput_runs_per_s"]),
+        "worker_cpu_per_run": _ratio(instant["worker_cpu_ms_per_run"],
+                                     bare["worker_cpu_ms_per_run"]),
     }
     return {
         "benchmark": "runtime", "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
@@ -158,8 +161,10 @@ def _reconciler_figures(compare: dict[str, Any], after: dict[str, Any]) -> dict[
     return figures
 
 
-def _compare(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Bare canvas and instant runs, interleaved so both see the same machine."""
+def _compare(args: argparse.Namespace,
+             worker: Worker) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Bare canvas and instant runs, interleaved so both see the same machine; the workers'
+    CPU time over each throughput batch, per run."""
     from bench.bare_tasks import canvas
     from bench.instant import TOOL_CALLS, build_runtime
     from client import VerityClient
@@ -190,15 +195,27 @@ def _compare(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
         inst_lat.append(instant_one())
     log(f"latency: bare p50 {statistics.median(bare_lat):.4f}s, "
         f"instant p50 {statistics.median(inst_lat):.4f}s")
-    bare_tp, inst_tp = [], []
+    bare_tp: list[float] = []
+    inst_tp: list[float] = []
+    cpu = {"bare": 0.0, "instant": 0.0}
+
+    def timed(kind: str, measure: Any) -> float:
+        before = worker.cpu_seconds()
+        runs_per_s = float(measure())
+        cpu[kind] += worker.cpu_seconds() - before
+        return runs_per_s
+
     for round_ in range(args.rounds):  # alternate who goes first: drift hits both alike
-        pair = [lambda: bare_tp.append(_throughput_bare(args.batch, canvas, TOOL_CALLS)),
-                lambda: inst_tp.append(_throughput_runs(client, args.batch, data_source=None,
-                                                        query="bench"))]
+        pair = [lambda: bare_tp.append(timed("bare", lambda: _throughput_bare(
+                    args.batch, canvas, TOOL_CALLS))),
+                lambda: inst_tp.append(timed("instant", lambda: _throughput_runs(
+                    client, args.batch, data_source=None, query="bench")))]
         for measure in pair if round_ % 2 == 0 else reversed(pair):
             measure()
     runtime.store.close()
-    return _figures(bare_lat, bare_tp), _figures(inst_lat, inst_tp)
+    runs = args.rounds * args.batch
+    return (_figures(bare_lat, bare_tp, cpu_s_per_run=cpu["bare"] / runs),
+            _figures(inst_lat, inst_tp, cpu_s_per_run=cpu["instant"] / runs))
 
 
 def _throughput_bare(batch: int, canvas: Any, tool_calls: int) -> float:
@@ -275,8 +292,11 @@ def _memory(worker: Worker, inflight: int) -> dict[str, Any]:
             "succeeded": statuses.count("SUCCESS"), "elapsed_s": round(elapsed, 2)}
 
 
-def _figures(latencies: list[float], throughput: list[float]) -> dict[str, Any]:
+def _figures(latencies: list[float], throughput: list[float],
+             cpu_s_per_run: float | None = None) -> dict[str, Any]:
     ordered = sorted(latencies)
+    cpu = {} if cpu_s_per_run is None else {
+        "worker_cpu_ms_per_run": round(cpu_s_per_run * 1000, 2)}
     return {
         "samples": len(ordered),
         "latency_s": {"p50": round(statistics.median(ordered), 5),
@@ -284,6 +304,7 @@ def _figures(latencies: list[float], throughput: list[float]) -> dict[str, Any]:
                       "min": round(ordered[0], 5)},
         "throughput_runs_per_s": round(statistics.median(throughput), 2),
         "throughput_samples": [round(t, 2) for t in throughput],
+        **cpu,
     }
 
 

@@ -118,6 +118,17 @@ class Worker:
     def pids(self) -> list[int]:
         return [process.pid for process in self.processes]
 
+    def cpu_seconds(self) -> float:
+        """The CPU time the workers have used so far (user and system, every thread), summed:
+        less moved by other load on the host than wall time."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid in self.pids:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()  # after the command name
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        return total / ticks
+
     def peak_rss_mb(self) -> float:
         """The workers' peak resident memory (VmHWM), summed."""
         return self._status_mb("VmHWM:")

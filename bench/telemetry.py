@@ -1,9 +1,14 @@
 """What Verity's own telemetry costs one run, measured in-process where other load on the host
 moves it least: the hooks a run calls (submit, one timed node message per node, a tool span per
-tool call, a model attempt per model call, the end), timed over many rounds with tracing off
+tool call, a model attempt per model call, the end), timed over many runs with tracing off
 (metrics only) and on (spans through a batch processor to the real OTLP/HTTP exporter, posting
-to a local sink). Prints one JSON object; divide by `bench/runtime.py`'s per-run latency for the
-share of a run.
+to a sink in a child process). Prints one JSON object; divide by `bench/runtime.py`'s per-run
+latency for the share of a run.
+
+With tracing on, the timed span includes exporting every span: the processor is flushed every
+`FLUSH_EVERY` runs (so its queue never fills and drops spans) and the figures are both the
+wall time and the CPU time of every thread of this process (`process_time`, which counts the
+export thread's encoding and posting). The sink counts the spans it decodes.
 
     python bench/telemetry.py [--rounds 2000]
 """
@@ -12,20 +17,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.runtime import TraceSink  # noqa: E402
 
 NODES = ("plan", "execute", "execute", "gatekeep", "verify", "compose", "finalize")
 TOOLS = 3
 MODEL_CALLS = 4
+SPANS_PER_RUN = len(NODES) + TOOLS + MODEL_CALLS + 1
+FLUSH_EVERY = 100
+"""Runs between flushes: 100 runs' spans stay below the batch processor's queue (2048)."""
 
 
 def one_run() -> None:
@@ -56,35 +64,86 @@ def one_run() -> None:
 
 
 def measure(rounds: int) -> dict[str, float]:
-    samples = []
+    """Five samples of `rounds` runs each, exported before each sample ends: the median and
+    the minimum of the wall and CPU time a run took."""
+    from pipeline.telemetry import tracing
+
+    walls, cpus = [], []
     for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(rounds):
+        wall, cpu = time.perf_counter(), time.process_time()
+        for i in range(1, rounds + 1):
             one_run()
-        samples.append((time.perf_counter() - start) / rounds)
-    return {"per_run_us_median": round(statistics.median(samples) * 1e6, 1),
-            "per_run_us_min": round(min(samples) * 1e6, 1)}
+            if i % FLUSH_EVERY == 0:
+                tracing.flush()
+        tracing.flush()
+        walls.append((time.perf_counter() - wall) / rounds)
+        cpus.append((time.process_time() - cpu) / rounds)
+    return {"per_run_us_median": round(statistics.median(walls) * 1e6, 1),
+            "per_run_us_min": round(min(walls) * 1e6, 1),
+            "per_run_cpu_us_median": round(statistics.median(cpus) * 1e6, 1)}
+
+
+def _sink(pipe: Any) -> None:
+    """A child process: an OTLP/HTTP endpoint that decodes each export and counts its spans
+    (its own CPU is not this process's)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    counts = {"requests": 0, "spans": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            request = ExportTraceServiceRequest.FromString(body)
+            counts["requests"] += 1
+            counts["spans"] += sum(len(s.spans) for r in request.resource_spans
+                                   for s in r.scope_spans)
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    pipe.send(f"http://127.0.0.1:{server.server_address[1]}")
+    import threading
+
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pipe.recv()  # asked for the counts
+    pipe.send(dict(counts))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=2000, help="runs per sample (5 samples)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
     from pipeline.telemetry import tracing
 
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         os.environ.pop(name, None)
     off = measure(args.rounds)
-    sink = TraceSink()
-    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.url
+    ours, theirs = multiprocessing.Pipe()
+    sink = multiprocessing.get_context("spawn").Process(target=_sink, args=(theirs,),
+                                                        daemon=True)
+    sink.start()
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = ours.recv()
     tracing.use_processor(None)
     on = measure(args.rounds)
-    tracing.flush()
+    ours.send("counts")
+    received = ours.recv()
     print(json.dumps({
         "benchmark": "telemetry", "python": sys.version.split()[0],
-        "per_run": {"nodes": len(NODES), "tool_calls": TOOLS, "model_calls": MODEL_CALLS},
+        "per_run": {"nodes": len(NODES), "tool_calls": TOOLS, "model_calls": MODEL_CALLS,
+                    "spans": SPANS_PER_RUN},
         "tracing_off_metrics_only": off, "tracing_on": on,
-        "otlp_requests_received": sink.requests,
+        "otlp_requests_received": received["requests"],
+        "spans_received": received["spans"], "spans_expected": 5 * args.rounds * SPANS_PER_RUN,
         "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
     }, indent=2))
     sys.stdout.flush()

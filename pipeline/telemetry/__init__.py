@@ -49,12 +49,10 @@ def new_run_telemetry() -> RunTelemetry:
 
 
 def trace_id(run_id: str) -> str | None:
-    """The run's trace id (32 hex) when tracing is on in this process, else None."""
-    return tracing.run_ids(run_id)[0] if tracing.enabled() else None
-
-
-def _ids(run_id: str) -> tuple[str, str] | None:
-    return tracing.run_ids(run_id) if tracing.enabled() else None
+    """The run's trace id (32 hex) when tracing is on in this process and the sampler keeps
+    the run, else None."""
+    ids = tracing.traced(run_id)
+    return ids[0] if ids else None
 
 
 def run_submitted(*, intent: str, tenant_id: str) -> None:
@@ -77,7 +75,7 @@ def run_ended(
         return
     now = time.time()
     metrics.RUN_DURATION.labels(status).observe(max(0.0, now - telemetry.submitted_at))
-    ids = _ids(run_id)
+    ids = tracing.traced(run_id)
     if ids is None:
         return
     attributes = {"verity.run.id": run_id, "verity.run.status": status,
@@ -102,15 +100,15 @@ def node(run_id: str, name: str, *, started: float | None = None) -> Iterator[No
     tracing on, make its span the current one: model calls inside are its children."""
     watch = NodeWatch()
     start = time.perf_counter() if started is None else started
-    ids = _ids(run_id)
+    ids = tracing.traced(run_id)
     try:
         if ids is None:
             yield watch
         else:
             with tracing.span(f"verity.node {name}", ids, {
-                    "verity.run.id": run_id, "verity.node": name}) as current:
+                    "verity.run.id": run_id, "verity.node": name}) as attributes:
                 yield watch
-                current.set_attribute("verity.node.outcome", watch.outcome)
+                attributes["verity.node.outcome"] = watch.outcome
     finally:
         metrics.NODE_DURATION.labels(name, watch.outcome).observe(time.perf_counter() - start)
 
@@ -118,7 +116,7 @@ def node(run_id: str, name: str, *, started: float | None = None) -> Iterator[No
 @contextmanager
 def tool_call(run_id: str, *, tool_name: str, tool_call_id: str) -> Iterator[None]:
     """With tracing on, the tool call's `execute_tool` span (GenAI conventions)."""
-    ids = _ids(run_id)
+    ids = tracing.traced(run_id)
     if ids is None:
         yield
         return
@@ -131,7 +129,7 @@ def tool_call(run_id: str, *, tool_name: str, tool_call_id: str) -> Iterator[Non
 
 def model_call(attempt: LlmAttempt, *, provider: str, started_ns: int) -> None:
     """One model attempt ended: counted by outcome, its tokens and cost added and, with
-    tracing on, a GenAI `chat` span under the current node's span."""
+    tracing on, a GenAI `chat` span under the current node's span (else the run's root)."""
     role, model = attempt.role, attempt.model
     metrics.MODEL_CALLS.labels(role, model, attempt.outcome).inc()
     for kind, amount in (("input", attempt.input_tokens), ("output", attempt.output_tokens),
@@ -141,11 +139,13 @@ def model_call(attempt: LlmAttempt, *, provider: str, started_ns: int) -> None:
             metrics.MODEL_TOKENS.labels(role, model, kind).inc(amount)
     if attempt.cost_usd:
         metrics.MODEL_COST.labels(role, model).inc(attempt.cost_usd)
-    if tracing.enabled():
-        _safely(_model_span, attempt, provider=provider, started_ns=started_ns)
+    ids = tracing.traced(attempt.run_id)
+    if ids is not None:
+        _safely(_model_span, attempt, ids, provider=provider, started_ns=started_ns)
 
 
-def _model_span(attempt: LlmAttempt, *, provider: str, started_ns: int) -> None:
+def _model_span(attempt: LlmAttempt, ids: tuple[str, str], *, provider: str,
+                started_ns: int) -> None:
     attributes: dict[str, object] = {
         "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider,
         "gen_ai.request.model": attempt.model, "gen_ai.agent.name": attempt.role,
@@ -161,7 +161,7 @@ def _model_span(attempt: LlmAttempt, *, provider: str, started_ns: int) -> None:
     if attempt.error_type:
         attributes["error.type"] = attempt.error_type
     end_ns = started_ns + int(attempt.latency_ms * 1e6)
-    tracing.timed_span(f"chat {attempt.model}", start_ns=started_ns, end_ns=end_ns,
+    tracing.timed_span(f"chat {attempt.model}", ids, start_ns=started_ns, end_ns=end_ns,
                        attributes=attributes, error=attempt.error_type)
 
 

@@ -13,6 +13,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from fake_anthropic import FakeAnthropic
 from models.run import RunRecord
@@ -135,6 +136,17 @@ def test_without_an_endpoint__tracing_is_off_and_no_trace_id_is_stored(tmp_path:
     runtime.close()
 
 
+def test_with_the_sdk_disabled__an_endpoint_turns_nothing_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert not tracing.enabled()
+    runtime = offline(tmp_path)
+    assert run_of(runtime).trace_id is None
+    assert tracing._STATE.tracer is None
+    runtime.close()
+
+
 def test_with_an_endpoint__spans_go_out_over_otlp_http(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with OtlpReceiver() as receiver:
@@ -150,3 +162,92 @@ def test_with_an_endpoint__spans_go_out_over_otlp_http(
             "verity.node finalize"} <= names
     assert any(s.attributes.get("gen_ai.tool.call.id") for s in spans)
     runtime.close()
+
+
+def test_a_model_call_outside_any_node__is_a_child_of_its_runs_root(
+        exporter: InMemorySpanExporter) -> None:
+    from models.run import LlmAttempt
+    from pipeline import telemetry
+
+    attempt = LlmAttempt(run_id="f" * 32, role="verifier", attempt_number=1, prompt_name="v",
+                         prompt_version="1", input_sha256="d", model="m", latency_ms=1.0,
+                         outcome="ok")
+    telemetry.model_call(attempt, provider="anthropic", started_ns=1_000)
+    (chat,) = exporter.get_finished_spans()
+    trace_id, root_span_id = tracing.run_ids(attempt.run_id)
+    assert format(chat.context.trace_id, "032x") == trace_id
+    assert chat.parent is not None and format(chat.parent.span_id, "016x") == root_span_id
+
+
+def test_with_the_sampler_always_off__no_span_is_written_and_no_trace_id_is_stored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    spans = InMemorySpanExporter()
+    tracing.use_processor(SimpleSpanProcessor(spans))
+    runtime = offline(tmp_path)
+    assert run_of(runtime).trace_id is None
+    assert spans.get_finished_spans() == ()
+    runtime.close()
+
+
+@pytest.mark.parametrize("sampler", ["traceidratio", "parentbased_traceidratio"])
+def test_a_ratio_sampler__traces_a_share_of_runs_each_whole_or_not_at_all(
+        sampler: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline import telemetry
+
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", sampler)
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
+    spans = InMemorySpanExporter()
+    tracing.use_processor(SimpleSpanProcessor(spans))
+    run_ids = [f"{i:032x}" for i in range(400)]
+    kept = {run_id for run_id in run_ids if telemetry.trace_id(run_id) is not None}
+    for run_id in run_ids:
+        with telemetry.node(run_id, "plan"):
+            pass
+    assert 60 <= len(kept) <= 140
+    assert {format(s.context.trace_id, "032x") for s in spans.get_finished_spans()} == {
+        tracing.run_ids(run_id)[0] for run_id in kept}
+
+
+@pytest.mark.parametrize("setting", [{"OTEL_TRACES_SAMPLER": "jaeger_remote"},
+                                     {"OTEL_TRACES_SAMPLER": "traceidratio",
+                                      "OTEL_TRACES_SAMPLER_ARG": "half"},
+                                     {"OTEL_TRACES_SAMPLER": "traceidratio",
+                                      "OTEL_TRACES_SAMPLER_ARG": "1.5"}])
+def test_an_unknown_sampler_or_share__traces_every_run(
+        setting: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in setting.items():
+        monkeypatch.setenv(name, value)
+    assert tracing.sampled_share() == 1.0
+
+
+def test_a_node_that_raises__is_an_error_span_with_the_exception_event(
+        exporter: InMemorySpanExporter) -> None:
+    from pipeline import telemetry
+
+    with pytest.raises(LookupError), telemetry.node("e" * 32, "plan"):
+        raise LookupError("no such row")
+    (node,) = exporter.get_finished_spans()
+    assert node.status.status_code is StatusCode.ERROR
+    assert node.status.description == "LookupError: no such row"
+    (event,) = node.events
+    assert event.name == "exception" and event.attributes is not None
+    assert event.attributes["exception.type"] == "LookupError"
+    assert "no such row" in str(event.attributes["exception.stacktrace"])
+    assert "verity.node.outcome" not in (node.attributes or {})
+
+
+def test_a_process_that_exits__exports_the_spans_it_still_holds() -> None:
+    import os
+    import subprocess
+    import sys
+
+    with OtlpReceiver() as receiver:
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+               "OTEL_BSP_SCHEDULE_DELAY": "600000"}  # no export but the one at exit
+        subprocess.run([sys.executable, "-c", (
+            "from pipeline import telemetry\n"
+            "with telemetry.node('d' * 32, 'plan'):\n"
+            "    pass\n")], env=env, check=True, timeout=60)
+        spans = receiver.wait_for(bool, timeout=10)
+    assert [s.name for s in spans] == ["verity.node plan"]
