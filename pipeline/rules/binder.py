@@ -199,7 +199,7 @@ def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
                      and not (chosen and _settled(claim, f, facts, chosen[0], candidate))
                      and not (start is not None and _picked(f, start, candidate, anchor))]
             overlap = len(words & candidate.words)
-            if not found or not _in_context(found, facts, candidate, overlap):
+            if not found or not _in_context(claim, found, facts, candidate, overlap):
                 continue
             score = sum(_WEIGHT[f.kind] for f in found) + _WORD_WEIGHT * overlap
             better = score > best_score or (
@@ -487,9 +487,9 @@ are no pair."""
 
 
 def _ranged(claim: str, a: Fact, b: Fact) -> bool:
-    """Whether two numbers of `claim` are the ends of one range ("24200 to 25505", "6
-    through 10", "102-136 ms")."""
-    if a is b or a.kind is not FactKind.QUANTITY or b.kind is not FactKind.QUANTITY:
+    """Whether two numbers or two times of `claim` are the ends of one range ("24200 to
+    25505", "6 through 10", "102-136 ms", "2008-11-09 to 2008-11-11")."""
+    if a is b or a.kind is not b.kind or a.kind not in (FactKind.QUANTITY, FactKind.TIMESTAMP):
         return False
     ends = [re.escape(a.text), re.escape(b.text)]
     return any(re.search(rf"(?<![\w.]){x}\s*(?:to|through|thru|until|till|-|–)\s*{y}(?!\w)",
@@ -559,16 +559,19 @@ def _by_words(words: frozenset[str], candidates: list[_Candidate]) -> list[_Cand
     return [best]
 
 
-def _in_context(found: list[Fact], facts: list[Fact], candidate: _Candidate,
+def _in_context(claim: str, found: list[Fact], facts: list[Fact], candidate: _Candidate,
                 overlap: int) -> bool:
     """Whether a candidate's support is about what the claim is about: a distinctive fact (an
     identifier, a code or a version names one thing), or with another of the claim's facts,
     or beside two of its words. A bare number or time found alone in an unrelated value (the
-    "10" of some other series for a pool cut "from 50 to 10") supports nothing."""
+    "10" of some other series for a pool cut "from 50 to 10") supports nothing. A time that
+    ends a range of the claim's ("the log spans 2008-11-09 to 2008-11-11") is its context: the
+    two ends are two records of one list."""
     if any(f.kind in IDENTIFYING_KINDS for f in found) or overlap >= 2:
         return True
     others = [f for f in facts if f not in found]
-    return len(found) >= 2 or any(candidate.facts.supports(f) for f in others)
+    return len(found) >= 2 or any(candidate.facts.supports(f) for f in others) or any(
+        f.kind is FactKind.TIMESTAMP and _ranged(claim, f, g) for f in found for g in others)
 
 
 def _conflicting(unsupported: list[Fact], facts: list[Fact], words: frozenset[str],

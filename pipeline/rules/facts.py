@@ -135,6 +135,10 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         rf"(?=[A-Z])\b(?:{_MONTHS}) +\d{{1,2}}\b(?![:.,]\d)(?! \d{{2}}:)")),
     (FactKind.TIMESTAMP, "", re.compile(
         r"(?=\d)(?<![\w/.])\d{2}/\d{2}/\d{2}(?:\d{2})? \d{2}:\d{2}:\d{2}(?!\w)")),
+    # a log's compact date and time, `yymmdd hhmmss` (HDFS: "081109 203615"): that instant
+    (FactKind.TIMESTAMP, "", re.compile(
+        r"(?=\d)(?<![\w:.,/-])\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
+        r" (?:[01]\d|2[0-3])[0-5]\d[0-5]\d(?![\w:.,/-])")),
     (FactKind.TIMESTAMP, "", re.compile(
         r"(?=\d)(?<![\w:.])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?!\w)(?!:\d)")),
     (FactKind.IDENTIFIER, "uuid", re.compile(
@@ -221,7 +225,8 @@ _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _GATES: dict[str, tuple[str, ...]] = {
     "url": ("://",), "uuid": ("-",), "block": ("blk_",), "path": ("/",), "kv": ("=",),
 }
-_TIME_GATES = (("-",), tuple(_MONTHS.split("|")), tuple(_MONTHS.split("|")), ("/",), (":",))
+_TIME_GATES = (("-",), tuple(_MONTHS.split("|")), tuple(_MONTHS.split("|")), ("/",), (" ",),
+               (":",))
 _IP_GATES = ((".",), (":",))
 _HEX_GATES = (("0x", "0X"), ("-", ":"), ())
 
@@ -357,12 +362,16 @@ def identifier_key(token: str) -> str:
 
 _BGL_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})-(\d{2})\.(\d{2})(?:\.(\d{2}))?")
 _MONTH_DAY = re.compile(r"([A-Z][a-z]{2}) +(\d{1,2})(?: |$)")
+_COMPACT_TIME = re.compile(r"^(\d\d)(\d\d)(\d\d) (\d\d)(\d\d)(\d\d)$")
+"""`yymmdd hhmmss` (HDFS's `081109 203615`), read as this century's date."""
 
 
 def _timestamp_key(raw: str) -> str:
     """ISO timestamps with an offset become UTC; others keep their wall-clock text, as
     `<date>T<time>` (`Jun 5 10:01:02` is `jun-05T10:01:02`, fractions after a dot)."""
     raw = _BGL_TIME.sub(lambda m: f"{m[1]}T{m[2]}:{m[3]}" + (f":{m[4]}" if m[4] else ""), raw)
+    raw = _COMPACT_TIME.sub(
+        lambda m: f"20{m[1]}-{m[2]}-{m[3]}T{m[4]}:{m[5]}:{m[6]}", raw)
     raw = _MONTH_DAY.sub(lambda m: f"{m[1].lower()}-{int(m[2]):02d}T", raw)
     text = raw.replace(" ", "T").replace(",", ".")
     if "T" in text and (text.endswith("Z") or re.search(r"[+-]\d{2}:?\d{2}$", text)):

@@ -288,7 +288,8 @@ level levels deploy deploys deployed deployment deployments rollout rollouts rel
 version versions request requests response responses call calls
 second seconds minute minutes hour hours day days morning afternoon evening night today
 earlier later recent recently older newer latest previous next first last again since until
-during nearby meanwhile throughout around side same different unrelated example
+during nearby meanwhile throughout around side same different unrelated example span spans
+spanned spanning
 went go goes going gone come comes came coming occur occurs occurred occurring happen happens
 happened happening hit hits hitting surface surfaces surfaced show shows showing throw throws
 throwing threw thrown keep keeps kept stay stays stayed run runs ran follow follows followed

@@ -810,3 +810,30 @@ def test_wording__a_count_of_listed_pods_is_held_to_its_records_count(
         answer: str, expected: Verification) -> None:
     report = _checked(answer, ("get_events.json", KILLS))
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a log's compact date and time ---------------------------------------------------------------
+
+HDFS_DAYS = "\n".join([
+    "081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 for block "
+    "blk_38865049064139660 terminating",
+    "081110 011448 28 INFO dfs.FSNamesystem: BLOCK* NameSystem.addStoredBlock: blockMap updated: "
+    "10.251.214.18:50010 is added to blk_-7555801584297376435 size 67108864",
+    "081111 094918 25951 INFO dfs.DataNode$PacketResponder: Received block "
+    "blk_-7202857144668308473 of size 67108864 from /10.251.43.21",
+])
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("The log spans 2008-11-09 to 2008-11-11.", Verification.DIRECT_OBSERVATION),
+    ("The log spans 2008-11-09 to 2008-11-12.", Verification.CONTRADICTED),
+    ("PacketResponder 1 for block blk_38865049064139660 terminated at 20:36:15.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_logs_compact_date_is_that_date(answer: str, expected: Verification) -> None:
+    """HDFS writes `081109 203615` for 2008-11-09 20:36:15: a date or time a claim gives is
+    held to it."""
+    (stamp,) = [f for f in extract_facts(HDFS_DAYS.splitlines()[0]) if f.kind.value == "timestamp"]
+    assert stamp.key == "2008-11-09T20:36:15"
+    report = _checked(answer, ("hdfs.log", HDFS_DAYS))
+    assert report.claims[0].verification is expected, report.claims[0].note
