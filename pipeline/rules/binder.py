@@ -40,6 +40,7 @@ from pipeline.rules.facts import (
 )
 from pipeline.rules.jsonpath import Segment, format_path
 from pipeline.rules.projection import RESERVED_KEYS, listing_header
+from pipeline.rules.statements import content_stems
 from pipeline.rules.text import normalize, value_text
 
 MAX_BINDINGS = 6
@@ -86,7 +87,7 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
         chosen = _supporting(claim, facts, words, candidates, start=named[0], anchor=named[1])
     chosen = _described(facts, words, chosen, candidates)
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
-    chosen += _conflicting([f for f in facts if f not in supported], facts, words, candidates,
+    chosen += _conflicting(claim, [f for f in facts if f not in supported], facts, candidates,
                            taken=chosen)
     chosen += _quoting(quoted, candidates, taken=chosen)
     if not chosen:
@@ -566,20 +567,28 @@ def _in_context(claim: str, found: list[Fact], facts: list[Fact], candidate: _Ca
     or beside two of its words. A bare number or time found alone in an unrelated value (the
     "10" of some other series for a pool cut "from 50 to 10") supports nothing. A time that
     ends a range of the claim's ("the log spans 2008-11-09 to 2008-11-11") is its context: the
-    two ends are two records of one list."""
+    two ends are two records of one list. For a time, words count as the word check reads
+    them too ("the timeouts start at 13:12:32" describes the pattern of lines that "timed
+    out", `first_ts` 13:12:32); a number is not placed so loosely (the "3" of "attempt 3 of
+    3" is no pod's restart count for sharing the words of "orders-api")."""
     if any(f.kind in IDENTIFYING_KINDS for f in found) or overlap >= 2:
         return True
     others = [f for f in facts if f not in found]
     return len(found) >= 2 or any(candidate.facts.supports(f) for f in others) or any(
-        f.kind is FactKind.TIMESTAMP and _ranged(claim, f, g) for f in found for g in others)
+        f.kind is FactKind.TIMESTAMP and _ranged(claim, f, g) for f in found for g in others
+    ) or (all(f.kind is FactKind.TIMESTAMP for f in found)
+          and len(content_stems(claim) & content_stems(candidate.text)) >= 2)
 
 
-def _conflicting(unsupported: list[Fact], facts: list[Fact], words: frozenset[str],
+def _conflicting(claim: str, unsupported: list[Fact], facts: list[Fact],
                  candidates: list[_Candidate], *, taken: list[_Candidate]) -> list[_Candidate]:
     """For each fact found nowhere: the candidate that states another value of its kind and
-    shape beside the claim's context (another of its facts, or two of its words)."""
+    shape beside the claim's context (another of its facts, or two of its words, read as
+    the word check reads them: "the timeouts start at 12:58" is about the pattern of lines
+    that "timed out", `first_ts` 13:12:32)."""
     added: list[_Candidate] = []
     context = [f for f in facts if f not in unsupported]
+    stems = content_stems(claim)
     for fact in unsupported:
         if fact.kind is FactKind.SERVICE or fact.kind is FactKind.NAME:
             continue  # another service is an absence, never a contradiction
@@ -588,7 +597,7 @@ def _conflicting(unsupported: list[Fact], facts: list[Fact], words: frozenset[st
             if candidate in taken or candidate in added or not candidate.facts.conflicts(fact):
                 continue
             shared = sum(_WEIGHT[f.kind] for f in context if candidate.facts.supports(f))
-            overlap = len(words & candidate.words)
+            overlap = len(stems & content_stems(candidate.text))
             if not shared and overlap < 2:
                 continue
             score = shared + _WORD_WEIGHT * overlap + 2 * _closeness(fact, candidate.stated)

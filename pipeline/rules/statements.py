@@ -447,6 +447,13 @@ def _vocabulary(text: str) -> tuple[frozenset[str], str]:
     return frozenset(words), " " + " ".join(words) + " "
 
 
+def content_stems(text: str) -> frozenset[str]:
+    """The content words of `text` as the word check compares them: stemmed, a synonym as
+    its class, a phrase as its word ("timed out" is "timeout"), function words left out."""
+    stems, _ = _vocabulary(text)
+    return stems - _FUNCTION_STEMS
+
+
 def _vocabulary_of(material: Iterable[str], *, extra: frozenset[str] = frozenset()
                    ) -> tuple[set[str], str]:
     """The normalized words of every text of `material` (and `extra`), and their sequences
@@ -640,3 +647,4 @@ def _ids(ids: Sequence[str]) -> str:
 
 
 _GAP_VOCABULARY: frozenset[str] = frozenset(_norm(w) for w in lexicon.GAP_WORDS)
+_FUNCTION_STEMS: frozenset[str] = frozenset(_norm(w) for w in lexicon.FUNCTION_WORDS)

@@ -837,3 +837,27 @@ def test_wording__a_logs_compact_date_is_that_date(answer: str, expected: Verifi
     assert stamp.key == "2008-11-09T20:36:15"
     report = _checked(answer, ("hdfs.log", HDFS_DAYS))
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- a time found nowhere, held to the record its words describe as the word check reads them ---
+
+TIMEOUT_PATTERNS = json.dumps({
+    "scope": {"service": "orders-api", "filter": "level >= WARN"},
+    "total": 399,
+    "top_messages": [{
+        "service": "orders-api", "level": "WARN",
+        "pattern": "payment-gateway call timed out after <n> ms (attempt <n> of <n>), retrying",
+        "count": 308, "first_ts": "2026-12-04T13:12:32Z", "last_ts": "2026-12-04T13:59:59Z"}],
+})
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("The timeouts start at 12:58 UTC.", Verification.CONTRADICTED),
+    ("The timeouts start at 13:12:32 UTC.", Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_time_found_nowhere_is_held_to_the_record_its_stems_describe(
+        answer: str, expected: Verification) -> None:
+    """"timeouts" and "start" are the pattern's "timed out" and `first_ts` by stem and class:
+    a time no output states, given of that pattern, is held to its first time."""
+    report = _checked(answer, ("search_logs.json", TIMEOUT_PATTERNS))
+    assert report.claims[0].verification is expected, report.claims[0].note
