@@ -585,13 +585,15 @@ def _conflicting(claim: str, unsupported: list[Fact], facts: list[Fact],
     """For each fact found nowhere: the candidate that states another value of its kind and
     shape beside the claim's context (another of its facts, or two of its words, read as
     the word check reads them: "the timeouts start at 12:58" is about the pattern of lines
-    that "timed out", `first_ts` 13:12:32)."""
+    that "timed out", `first_ts` 13:12:32). The claim's other facts are its context wherever
+    they are stated, bound or not ("24 such warnings …, none in the two hours before" is
+    about the pattern counted "(0 in the preceding 120 minutes)", which counts 42)."""
     added: list[_Candidate] = []
-    context = [f for f in facts if f not in unsupported]
     stems = content_stems(claim)
     for fact in unsupported:
         if fact.kind is FactKind.SERVICE or fact.kind is FactKind.NAME:
             continue  # another service is an absence, never a contradiction
+        context = [f for f in facts if f is not fact]
         best, best_score = None, 0.0
         for candidate in candidates:
             if candidate in taken or candidate in added or not candidate.facts.conflicts(fact):

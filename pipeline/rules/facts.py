@@ -96,14 +96,15 @@ _COUNT_NOUNS = (
     "|deployments|deployment|users|orders|messages|message|jobs|job|times|attempts|attempt"
     "|tries|calls|call|queries|query|rows|records|record|workers|threads|processes"
     "|containers|container|hosts|host|partitions|consumers|items|files|checks|probes|sessions"
-    "|objects|object|warnings|warning"
+    "|objects|object|warnings|warning|warn"
 )
 _COUNT_ADJECTIVES = "such|more|new|other|distinct|separate|similar|further|additional|unique"
 """Words that may stand between a count and its noun ("24 such warnings", "3 more pods")."""
 COUNTS = frozenset(noun.rstrip("s") for noun in _COUNT_NOUNS.split("|"))
-_SAME_COUNT = {"object": "pod", "replica": "pod"}
+_SAME_COUNT = {"object": "pod", "replica": "pod", "warn": "warning"}
 """Nouns that count the same things: the objects of a service's Kubernetes events and the
-replicas of its deployment are its pods ("21 OOMKilled events on 3 objects" is on 3 pods)."""
+replicas of its deployment are its pods ("21 OOMKilled events on 3 objects" is on 3 pods);
+lines of the WARN level are warnings ("42 WARN lines", as "91 ERROR lines" are errors)."""
 """The dimensions of counts ("512 errors", "512 lines", "512 times"): the same count told of
 under another noun, never another unit."""
 _UNIT_ALT = "|".join(

@@ -861,3 +861,24 @@ def test_wording__a_time_found_nowhere_is_held_to_the_record_its_stems_describe(
     a time no output states, given of that pattern, is held to its first time."""
     report = _checked(answer, ("search_logs.json", TIMEOUT_PATTERNS))
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- lines of the WARN level are warnings --------------------------------------------------------
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("There were 24 such warnings in the window, none in the two hours before.",
+     Verification.CONTRADICTED),
+    ("There were 42 such warnings in the window, none in the two hours before.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__a_count_of_warnings_is_held_to_the_warn_lines_of_its_pattern(
+        answer: str, expected: Verification) -> None:
+    """"42 WARN lines" counts 42 warnings (as "91 ERROR lines" counts errors); the claim's
+    other fact ("the two hours before", the pattern's "preceding 120 minutes") places a count
+    found nowhere beside the pattern it misstates, and not at the "24%" of another."""
+    (count,) = [f for f in extract_facts("42 WARN lines from inventory-service") if f.unit]
+    assert (count.value, count.unit) == (42, "warning")
+    report = _checked(answer, ("search_logs.json", WARN_PATTERNS))
+    claim = report.claims[0]
+    assert claim.verification is expected, claim.note
+    assert [b.path for b in claim.bindings] == ["$.result.top_messages[0].summary"]
