@@ -86,6 +86,7 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
     elif (named := _named_record(facts, chosen, candidates)) is not None:
         chosen = _supporting(claim, facts, words, candidates, start=named[0], anchor=named[1])
     chosen = _described(facts, words, chosen, candidates)
+    chosen = _undescribed_lines(claim, facts, chosen)
     supported = {f for c in chosen for f in facts if c.facts.supports(f)}
     chosen += _conflicting(claim, [f for f in facts if f not in supported], facts, candidates,
                            taken=chosen)
@@ -338,6 +339,41 @@ def _described(facts: list[Fact], words: frozenset[str], chosen: list[_Candidate
                 result = [c for c in result if c is not taken and c is not better] + [better]
                 break
     return result
+
+
+def _undescribed_lines(claim: str, facts: list[Fact], chosen: list[_Candidate]
+                       ) -> list[_Candidate]:
+    """`chosen` without a line of a text output taken only for an identifier that the claim
+    gives of what another line taken describes, when that line states another value of the
+    identifier's sort ("the election address of peer 2 is /10.10.34.13:3888" against
+    "Cannot open channel to 2 at election address /10.10.34.12:3888", while a listener's
+    line elsewhere in the log holds /10.10.34.13:3888): the post-check then sees the
+    difference. The dropped line shares none of the claim's words, the line kept at least
+    two; a claim that gives several identifiers of one sort may list several records."""
+    stems = content_stems(_without_identifiers(claim, facts))
+    lines = [c for c in chosen if _LINE.fullmatch(c.path)]
+    dropped: list[_Candidate] = []
+    for fact in facts:
+        if (fact.kind is not FactKind.IDENTIFIER
+                or any(f is not fact and f.sort == fact.sort for f in facts)):
+            continue
+        for taken in lines:
+            if (not taken.facts.supports(fact) or stems & content_stems(taken.text)
+                    or any(taken.facts.supports(f) for f in facts if f is not fact)):
+                continue
+            if any(other is not taken and other.invocation is taken.invocation
+                   and other.facts.conflicts(fact)
+                   and len(stems & content_stems(other.text)) >= 2 for other in lines):
+                dropped.append(taken)
+    return [c for c in chosen if c not in dropped]
+
+
+def _without_identifiers(text: str, facts: list[Fact]) -> str:
+    """`text` with its identifiers blanked: their parts are no words of the claim."""
+    for fact in facts:
+        if fact.kind is FactKind.IDENTIFIER:
+            text = text.replace(fact.text, " ")
+    return text
 
 
 def _better_described(taken: _Candidate, fact: Fact, facts: list[Fact],

@@ -882,3 +882,27 @@ def test_wording__a_count_of_warnings_is_held_to_the_warn_lines_of_its_pattern(
     claim = report.claims[0]
     assert claim.verification is expected, claim.note
     assert [b.path for b in claim.bindings] == ["$.result.top_messages[0].summary"]
+
+
+# -- an identifier given of what another line describes --------------------------------------
+
+ELECTION_LOG = "\n".join([
+    "2015-07-29 19:21:42,709 - INFO  [/10.10.34.13:3888:QuorumCnxManager$Listener@493] - "
+    "Received connection request /10.10.34.13:44219",
+    "2015-08-24 20:57:14,495 - WARN  [QuorumPeer[myid=1]/0:0:0:0:0:0:0:0:2181:"
+    "QuorumCnxManager@368] - Cannot open channel to 2 at election address /10.10.34.12:3888",
+])
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("The election address of peer 2 is /10.10.34.13:3888.", Verification.CONTRADICTED),
+    ("The election address of peer 2 is /10.10.34.12:3888.", Verification.DIRECT_OBSERVATION),
+    ("A listener at /10.10.34.13:3888 received a connection request.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__an_identifier_is_held_to_the_line_the_claim_describes(
+        answer: str, expected: Verification) -> None:
+    """The address is on a listener's line that shares none of the claim's words; the line
+    its words describe (election address, peer, 2) gives peer 2's address otherwise."""
+    report = _checked(answer, ("zookeeper.log", ELECTION_LOG))
+    assert report.claims[0].verification is expected, report.claims[0].note
