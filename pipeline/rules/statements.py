@@ -423,11 +423,17 @@ def _fill_synonyms() -> None:
 _fill_synonyms()
 
 
+_BRITISH = re.compile(r"(?<=\w{3})(?:(is|ys)(e|ed|es|ing|ation|ations)|(o)u(r|rs))$")
+"""British spellings (initialised, analyse, behaviour): one word with the American
+(initialized, analyze, behavior), whichever of the two a claim and its evidence use."""
+
+
 @functools.lru_cache(maxsize=32768)
 def _norm(word: str) -> str:
     word = word.casefold().replace("’", "'")
     if word.endswith("'s"):
         word = word[:-2]
+    word = _BRITISH.sub(lambda m: (m[1][0] + "z" + m[2]) if m[1] else m[3] + m[4], word)
     word = lexicon.IRREGULAR.get(word, word)
     stem = _stem(word)
     return _SYNONYM_STEMS.get(stem, stem)

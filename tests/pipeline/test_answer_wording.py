@@ -906,3 +906,20 @@ def test_wording__an_identifier_is_held_to_the_line_the_claim_describes(
     its words describe (election address, peer, 2) gives peer 2's address otherwise."""
     report = _checked(answer, ("zookeeper.log", ELECTION_LOG))
     assert report.claims[0].verification is expected, report.claims[0].note
+
+
+# -- the words of the claim, as its author spells them -------------------------------------------
+
+@pytest.mark.parametrize(("text", "material", "unsaid"), [
+    ("The kernel initialised Security Scaffold v1.0.0.",
+     "Jul 27 14:41:58 combo kernel: Security Scaffold v1.0.0 initialized", None),
+    ("The kernel initialized Security Scaffold v1.0.0.",
+     "Jul 27 14:41:58 combo kernel: Security Scaffold v1.0.0 initialised", None),
+    ("The workers' behaviour changed.", "worker behavior changed", None),
+    ("The kernel finalised Security Scaffold v1.0.0.",
+     "Jul 27 14:41:58 combo kernel: Security Scaffold v1.0.0 initialized", "finalised"),
+])
+def test_wording__a_british_spelling_is_the_same_word(text: str, material: str,
+                                                      unsaid: str | None) -> None:
+    problem = _unsaid(text, [material])
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
