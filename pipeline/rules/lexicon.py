@@ -296,9 +296,11 @@ throwing threw thrown keep keeps kept stay stays stayed run runs ran follow foll
 following repeat repeats repeated set sets moved move moves averaged average averages
 involved besides otherwise apart according describe describes described recommend recommends
 recommended burst bursts spread spreads
+search searches searched searching query queries queried querying lookup lookups
 """.split())
 """Words a claim may use beside those of the whole outputs of the tool calls it binds to: the
-narration of an incident ("the problems began", "new in this window", "latency rose"), never
+narration of an incident ("the problems began", "new in this window", "latency rose") and of
+the queries that looked at it ("a deploy search across all services found nothing"), never
 a cause, a component or an event of its own."""
 
 HYPOTHESIS_WORDS: frozenset[str] = CLAIM_WORDS | frozenset("""

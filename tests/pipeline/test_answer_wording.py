@@ -923,3 +923,16 @@ def test_wording__a_british_spelling_is_the_same_word(text: str, material: str,
                                                       unsaid: str | None) -> None:
     problem = _unsaid(text, [material])
     assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("A deploy search across all services found nothing besides checkout-service v2.3.1.", None),
+    ("A query of the deploys found nothing besides checkout-service v2.3.1.", None),
+    ("A deploy freeze held for all services besides checkout-service v2.3.1.", "freeze"),
+])
+def test_wording__the_query_that_looked_is_narration(text: str, unsaid: str | None) -> None:
+    """A claim may say how it looked ("a deploy search", "a query"), as the tool output it
+    binds to is the answer of one; not what no output says ("a deploy freeze")."""
+    problem = _unsaid(text, ["list_deployments", "list deployments", "all services",
+                             "checkout-service v2.3.1 deployed at 2026-12-04T13:05:00Z"])
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
