@@ -297,11 +297,13 @@ following repeat repeats repeated set sets moved move moves averaged average ave
 involved besides otherwise apart according describe describes described recommend recommends
 recommended burst bursts spread spreads
 search searches searched searching query queries queried querying lookup lookups
+attempt attempts attempted attempting try tries tried trying
 """.split())
 """Words a claim may use beside those of the whole outputs of the tool calls it binds to: the
 narration of an incident ("the problems began", "new in this window", "latency rose") and of
-the queries that looked at it ("a deploy search across all services found nothing"), never
-a cause, a component or an event of its own."""
+the queries that looked at it ("a deploy search across all services found nothing"); an
+attempt ("renewal attempts failed", "tried the invalid user admin") is what a failure or a
+retry is, as "retries" is; never a cause, a component or an event of its own."""
 
 HYPOTHESIS_WORDS: frozenset[str] = CLAIM_WORDS | frozenset("""
 come comes came coming message messages name names named mention mentions mentioned outside

@@ -936,3 +936,15 @@ def test_wording__the_query_that_looked_is_narration(text: str, unsaid: str | No
     problem = _unsaid(text, ["list_deployments", "list deployments", "all services",
                              "checkout-service v2.3.1 deployed at 2026-12-04T13:05:00Z"])
     assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("Renewal attempts failed at 08:15 and 09:15 UTC.", None),
+    ("103.99.0.122 tried the invalid user admin.", None),
+    ("One attempt succeeded for admin from 103.99.0.122.", "succeeded"),
+])
+def test_wording__an_attempt_is_what_a_failure_is(text: str, unsaid: str | None) -> None:
+    problem = _unsaid(text, ["Failed to renew certificate at 08:15 and 09:15",
+                             "Dec 10 09:11:53 LabSZ sshd[24462]: Invalid user admin from "
+                             "103.99.0.122"])
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
