@@ -91,6 +91,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "db": ("db", "database", "databases"),
     "previous": ("previous", "replace", "replaced", "replaces", "replacing", "prior",
                  "former"),
+    "top": ("top", "dominant", "predominant", "commonest", "prevalent"),
 }
 """Word classes whose members a statement may use for one another."""
 

@@ -948,3 +948,14 @@ def test_wording__an_attempt_is_what_a_failure_is(text: str, unsaid: str | None)
                              "Dec 10 09:11:53 LabSZ sshd[24462]: Invalid user admin from "
                              "103.99.0.122"])
     assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("The dominant pattern is `payment-gateway call timed out`, 308 times.", None),
+    ("The rarest pattern is `payment-gateway call timed out`, 308 times.", "rarest"),
+])
+def test_wording__the_dominant_pattern_is_a_top_message(text: str, unsaid: str | None) -> None:
+    """A log search ranks its patterns (`top_messages`): "dominant" restates that ranking."""
+    problem = _unsaid(text, [json.dumps({"top_messages": [
+        {"pattern": "payment-gateway call timed out", "count": 308}]})])
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
