@@ -83,11 +83,20 @@ def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocatio
                 material.append(texts[item.invocation_id])
             material += [item.matched_text, item.tool_name,
                          _TOOL_WORDS.sub(" ", item.tool_name), *scope_text(item.scope)]
-        problem = grounding_problem(claim.text, material, vocabulary=lexicon.CLAIM_WORDS,
+        problem = grounding_problem(claim.text, material, vocabulary=claim_vocabulary(claim.text),
                                     words_only=True)
         if problem is not None:
             unsaid[claim.claim_id] = problem
     return unsaid
+
+
+def claim_vocabulary(text: str) -> frozenset[str]:
+    """The words a claim may use beside those of its outputs: the narration of an incident
+    (`lexicon.CLAIM_WORDS`) and the names of the kinds of facts it gives itself
+    (`lexicon.KIND_WORDS`: "addresses" of a claim that gives an IP address)."""
+    kinds = [lexicon.KIND_WORDS.get(f.shape, frozenset()) for f in extract_facts(text)
+             if f.kind is FactKind.IDENTIFIER]
+    return lexicon.CLAIM_WORDS.union(*kinds)
 
 
 def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,

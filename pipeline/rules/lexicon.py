@@ -306,6 +306,16 @@ the queries that looked at it ("a deploy search across all services found nothin
 attempt ("renewal attempts failed", "tried the invalid user admin") is what a failure or a
 retry is, as "retries" is; never a cause, a component or an event of its own."""
 
+KIND_WORDS: dict[str, frozenset[str]] = {
+    "ip": frozenset("address addresses ip ips".split()),
+    "path": frozenset("path paths file files directory directories".split()),
+    "block": frozenset("block blocks".split()),
+    "url": frozenset("url urls".split()),
+}
+"""Words that name the kind of a fact, by its shape (`facts.Fact.shape`): a claim that gives
+an IP address may call it an address ("connections from many addresses, among them
+82.252.162.81") whether or not its output says "address"; it names what the claim shows."""
+
 HYPOTHESIS_WORDS: frozenset[str] = CLAIM_WORDS | frozenset("""
 come comes came coming message messages name names named mention mentions mentioned outside
 shortly soon something queried query data

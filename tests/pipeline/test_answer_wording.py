@@ -21,6 +21,7 @@ from pipeline.prompts import Prompt
 from pipeline.rules import lexicon
 from pipeline.rules.binder import bind
 from pipeline.rules.facts import FactSet, extract_facts
+from pipeline.rules.guards import claim_vocabulary
 from pipeline.rules.prose import plain_text, quotations, split_claims
 from pipeline.rules.statements import grounding_problem
 
@@ -958,4 +959,19 @@ def test_wording__the_dominant_pattern_is_a_top_message(text: str, unsaid: str |
     """A log search ranks its patterns (`top_messages`): "dominant" restates that ranking."""
     problem = _unsaid(text, [json.dumps({"top_messages": [
         {"pattern": "payment-gateway call timed out", "count": 308}]})])
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("ftpd logged connections from many addresses, among them 82.252.162.81.", None),
+    ("ftpd logged connections from many addresses.", "addresses"),
+    ("ftpd logged connections from many hosts, among them 82.252.162.81.", "hosts"),
+])
+def test_wording__a_word_naming_the_kind_of_a_fact_given_is_said(
+        text: str, unsaid: str | None) -> None:
+    """"addresses" names what the claim's 82.252.162.81 is; a claim that gives no address
+    may not speak of addresses its output does not name."""
+    problem = grounding_problem(text, [
+        "Jun 18 02:08:10 combo ftpd[31272]: connection from 82.252.162.81 () at Sat Jun 18 "
+        "02:08:10 2005"], vocabulary=claim_vocabulary(text), words_only=True)
     assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
