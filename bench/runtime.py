@@ -40,16 +40,16 @@ QUESTION = "Why is checkout-service returning 500s?"
 
 def main() -> None:
     args = _arguments()
-    sink = TraceSink() if args.tracing else None
+    sink = TraceSink() if args.tracing and not args.otlp_url else None
     with scratch_database() as db_url:
         os.environ.update({"VERITY_BROKER_URL": REDIS, "VERITY_DATABASE_URL": db_url})
-        if sink is not None:
-            os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.url
+        if args.tracing:
+            os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otlp_url or sink.url  # type: ignore[union-attr]
         else:
             os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
             os.environ.pop("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None)
         report = _run(args, db_url)
-    report["tracing"] = {"on": sink is not None,
+    report["tracing"] = {"on": args.tracing, "otlp_url": args.otlp_url,
                          "otlp_requests_received": sink.requests if sink else 0}
     print(json.dumps(report, indent=2))
     _close_client()
@@ -97,6 +97,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=4,
                         help="throughput batches per kind, interleaved")
     parser.add_argument("--concurrency", type=int, default=8, help="worker threads")
+    parser.add_argument("--otlp-url", default=None,
+                        help="with --tracing: export to this OTLP/HTTP endpoint (a collector in "
+                        "another process) instead of the sink inside this timing process")
     parser.add_argument("--tracing", action="store_true",
                         help="export every process's spans over OTLP/HTTP to a local sink")
     parser.add_argument("--reconciler", choices=RECONCILERS, default="reconcile",
