@@ -32,7 +32,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.services import RECONCILERS, REDIS, Reconciler, Worker, log, scratch_database  # noqa: E402
+from bench.services import (  # noqa: E402
+    RECONCILERS,
+    REDIS,
+    Reconciler,
+    Worker,
+    log,
+    scratch_database,
+    serve_exports,
+)
 
 SCENARIO = "checkout-pool-exhaustion"
 QUESTION = "Why is checkout-service returning 500s?"
@@ -56,29 +64,14 @@ def main() -> None:
 
 
 class TraceSink:
-    """An OTLP/HTTP endpoint that answers 200 to every export and counts them."""
+    """An OTLP/HTTP endpoint in this process that answers 200 to every export and counts them."""
 
     def __init__(self) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        sink = self
         self.requests = 0
+        self.url = serve_exports(self._count)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                self.rfile.read(int(self.headers.get("content-length", "0")))
-                sink.requests += 1
-                self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+    def _count(self, _body: bytes) -> None:
+        self.requests += 1
 
 
 def _close_client() -> None:

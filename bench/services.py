@@ -1,6 +1,6 @@
 """What the benchmarks share: the local services (a scratch PostgreSQL schema, a Redis
-database of the benchmarks' own), worker processes as `verity worker` runs them, and a
-reconciler beside them."""
+database of the benchmarks' own), worker processes as `verity worker` runs them, a
+reconciler beside them, and an OTLP/HTTP endpoint that takes the spans exported to it."""
 
 from __future__ import annotations
 
@@ -11,16 +11,37 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PG = os.environ.get("VERITY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("VERITY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+
+def serve_exports(on_export: Callable[[bytes], None]) -> str:
+    """An OTLP/HTTP endpoint on a free local port, served by a daemon thread: each POSTed
+    body goes to `on_export` and is answered 200. Its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            on_export(self.rfile.read(int(self.headers.get("content-length", "0"))))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def log(message: str) -> None:

@@ -86,33 +86,21 @@ def measure(rounds: int) -> dict[str, float]:
 def _sink(pipe: Any) -> None:
     """A child process: an OTLP/HTTP endpoint that decodes each export and counts its spans
     (its own CPU is not this process's)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
 
+    from bench.services import serve_exports
+
     counts = {"requests": 0, "spans": 0}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            body = self.rfile.read(int(self.headers.get("content-length", "0")))
-            request = ExportTraceServiceRequest.FromString(body)
-            counts["requests"] += 1
-            counts["spans"] += sum(len(s.spans) for r in request.resource_spans
-                                   for s in r.scope_spans)
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
+    def count(body: bytes) -> None:
+        request = ExportTraceServiceRequest.FromString(body)
+        counts["requests"] += 1
+        counts["spans"] += sum(len(s.spans) for r in request.resource_spans
+                               for s in r.scope_spans)
 
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    pipe.send(f"http://127.0.0.1:{server.server_address[1]}")
-    import threading
-
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pipe.send(serve_exports(count))
     pipe.recv()  # asked for the counts
     pipe.send(dict(counts))
 
