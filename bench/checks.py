@@ -4,10 +4,11 @@ stdout.
 
     python bench/checks.py [--cases DIR ...] [--repeat 3]
 
-Both shipped sets are measured, each on its own (`sets`): `bench/data/answers`, the set the
-rules were worked out on, and `bench/data/answers-heldout`, written afterwards by someone who
-saw neither the checker's code nor its output, so that what the rules learnt from the first
-set is measured on answers they never saw.
+The three shipped sets are measured, each on its own (`sets`): `bench/data/answers`, the set
+the rules were worked out on; `bench/data/answers-heldout`, written afterwards by someone who
+saw neither the checker's code nor its output (its misses have since been read: a development
+set now); and `bench/data/answers-heldout-2`, written later the same way, whose misses are
+not read, so that what the rules learnt is measured on answers they never saw.
 
 Each case is checked as `verity check-answer` checks it (plain files: its answer and evidence
 files, its question) on two paths, side by side:
@@ -63,6 +64,7 @@ from pipeline.checks import check  # noqa: E402
 from pipeline.importers.files import parse_files  # noqa: E402
 from pipeline.model import ModelReply  # noqa: E402
 from pipeline.prompts import Prompt  # noqa: E402
+from pipeline.rules.guards import Wording  # noqa: E402
 from pipeline.rules.jsonpath import Segment, parse_path  # noqa: E402
 from pipeline.run.nodes import gatekeep as gatekeep_node  # noqa: E402
 
@@ -133,16 +135,19 @@ def _measure(cases: list[Case], repeat: int) -> dict[str, Any]:
     }
 
 
-SETS = ("answers", "answers-heldout")
-"""The labelled sets under bench/data: the one the rules were worked out on, and one written
-afterwards by someone who never saw the checker's code or output (`answers-heldout`)."""
+SETS = ("answers", "answers-heldout", "answers-heldout-2")
+"""The labelled sets under bench/data: the one the rules were worked out on, one written
+afterwards by someone who never saw the checker's code or output (`answers-heldout`, whose
+misses were read later), and a second such set whose misses are not read
+(`answers-heldout-2`)."""
 
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", action="append",
-                        help="a folder of labelled cases (repeatable; default: both shipped "
-                             "sets, bench/data/answers and bench/data/answers-heldout)")
+                        help="a folder of labelled cases (repeatable; default: the three "
+                             "shipped sets, bench/data/answers, answers-heldout and "
+                             "answers-heldout-2)")
     parser.add_argument("--repeat", type=int, default=3, help="offline checks per case (best)")
     return parser.parse_args()
 
@@ -171,7 +176,7 @@ def _check(case: Case, verifier: Any, *, word_check: bool = True) -> CheckReport
     with contextlib.ExitStack() as stack:
         if not word_check:
             stack.enter_context(mock.patch.object(gatekeep_node, "unsaid_words",
-                                                  lambda *_: {}))
+                                                  lambda *_: Wording({}, {})))
         return check(imported, verifier=verifier, composer=TemplateComposer(),
                      question=case.question).report
 
@@ -213,10 +218,10 @@ def _scores(cases: list[Case], reports: dict[str, CheckReport]) -> dict[str, Any
             claim = _matched(case, reports[case.name], label)
             if claim is None:
                 outcome = "not matched"
-            elif claim.action:
-                outcome = "action"
+            elif claim.verification is not None:  # a recommendation too (`report._action_check`)
+                outcome = claim.verification.value
             else:
-                outcome = claim.verification.value if claim.verification else "not judged"
+                outcome = "action" if claim.action else "not judged"
             confusion[label["label"]][outcome] += 1
             if _missed(label["label"], outcome):
                 note = f" ({claim.note})" if claim is not None and claim.note else ""

@@ -113,3 +113,8 @@ class GatekeeperOutcome(Contract):
         description="Per verified claim id: the words it uses that no output of the tool calls "
         "it binds to uses (nor the narration of an incident); absent when there are none. The "
         "post-check makes such a claim contradicted, whatever the Verifier says.")
+    worded_elsewhere: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per verified claim id: the words it uses that the outputs it binds to do "
+        "not use but another output of the run does; the claim reads across the run's outputs, "
+        "so the post-check holds it to a reasonable inference at most.")

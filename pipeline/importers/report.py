@@ -9,11 +9,15 @@ from typing import Any
 from models.bundle import ImportedClaim, RunBundle, RunResult
 from models.check import CheckedClaim, CheckReport, ClaimBinding
 from models.verifier import ClaimCheck, Verification
+from pipeline.rules.actions import recommendation_problem, retrieved_steps
 from pipeline.rules.facts import FactSet, extract_facts
+from pipeline.rules.guards import STATED
 from pipeline.rules.prose import plain_text
 
 NOT_FOUND = "no tool output carries its facts: not verifiable"
 NOT_JUDGED = "not judged: the run ended before the Verifier"
+ACTION_FOLLOWS = ("a next step that follows from the claims kept and the runbook steps "
+                  "retrieved: it names nothing they do not")
 
 
 def check_report(bundle: RunBundle, result: RunResult) -> CheckReport:
@@ -26,6 +30,9 @@ def check_report(bundle: RunBundle, result: RunResult) -> CheckReport:
     bindings = _bindings(bundle.executor_output_raw)
     claims = [_checked(c, checks.get(c.claim_id), downgrades.get(c.claim_id),
                        bindings.get(c.claim_id, [])) for c in bundle.imported.claims]
+    steps = retrieved_steps(bundle.invocations)
+    claims = [c.model_copy(update=dict(zip(("verification", "note"), _action_check(
+        c, claims, steps), strict=True))) if c.action else c for c in claims]
     return CheckReport(
         run_id=result.run_id, question=bundle.query, format=bundle.imported.format,
         agent=bundle.imported.agent, verdict=result.verdict, status=result.status,
@@ -35,10 +42,23 @@ def check_report(bundle: RunBundle, result: RunResult) -> CheckReport:
         response_id=bundle.imported.response_id)
 
 
+def _action_check(claim: CheckedClaim, claims: list[CheckedClaim], steps: list[str]
+                  ) -> tuple[Verification, str]:
+    """A recommendation of the answer, judged against the claims of it that were kept and the
+    runbook steps the run retrieved (`actions.recommendation_problem`): following from them, a
+    reasonable inference (a next step is never an observation); otherwise unsupported."""
+    material = [text for c in claims if c.verification in STATED
+                for text in (c.text, *(b.matched_text for b in c.bindings))]
+    problem = recommendation_problem(plain_text(claim.text), material=material, steps=steps)
+    if problem is None:
+        return Verification.REASONABLE_INFERENCE, ACTION_FOLLOWS
+    return Verification.UNSUPPORTED, f"a next step that does not follow: it {problem}"
+
+
 def _checked(claim: ImportedClaim, check: ClaimCheck | None, downgrade: str | None,
              bindings: list[ClaimBinding]) -> CheckedClaim:
     verification: Verification | None
-    if claim.action:
+    if claim.action:  # judged once every claim is (`_action_check`)
         verification, note = None, None
     elif not claim.bound:
         verification, note = Verification.UNSUPPORTED, NOT_FOUND

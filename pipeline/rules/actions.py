@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from models.composer import RunbookStep, WithheldAction
 from models.gatekeeper import VerifiedEvidence
 from models.invocation import ToolInvocation
 from models.tool_names import SEARCH_RUNBOOKS
+from pipeline.rules import lexicon
 from pipeline.rules.facts import FactSet, extract_facts
+from pipeline.rules.statements import grounding_problem
 from pipeline.rules.untrusted import fetch_and_run, instruction_like
 
 RUNBOOK_TOOLS = frozenset({SEARCH_RUNBOOKS})
@@ -161,3 +164,59 @@ def _commands(text: str) -> set[str]:
 
 def _urls(text: str) -> set[str]:
     return {f.key for f in extract_facts(text) if f.shape == "url"}
+
+
+def retrieved_steps(invocations: Sequence[ToolInvocation]) -> list[str]:
+    """The steps of every runbook document a run retrieved (`documents[i].steps`, wherever an
+    output holds them: an imported output keeps its JSON under `result`), each document's id
+    and title first: an imported agent's recommendation may restate a step its tools returned,
+    and name the runbook it follows."""
+    steps: list[str] = []
+    for invocation in invocations:
+        if invocation.projection is not None:
+            steps += _steps_in(invocation.projection.model_dump(mode="json"))
+    return steps
+
+
+def _steps_in(value: Any, depth: int = 0) -> list[str]:
+    if depth > 8 or not isinstance(value, dict | list):
+        return []
+    if isinstance(value, list):
+        return [s for item in value for s in _steps_in(item, depth + 1)]
+    found: list[str] = []
+    for key, item in value.items():
+        if key == "documents" and isinstance(item, list):
+            for document in item:
+                if isinstance(document, dict) and isinstance(document.get("steps"), list):
+                    found += [str(document[k]) for k in ("doc_id", "title") if document.get(k)]
+                    found += [s for s in document["steps"] if isinstance(s, str) and s.strip()]
+        else:
+            found += _steps_in(item, depth + 1)
+    return found
+
+
+def recommendation_problem(text: str, *, material: Sequence[str],
+                           steps: Sequence[str]) -> str | None:
+    """Why an imported answer's recommendation does not follow from what was checked, or None.
+
+    `material`: the claims of the answer judged observed or inferred and the values they bind
+    to; `steps`: the runbook steps the run retrieved. A recommendation is a next step, not a
+    fact: it follows when it names nothing that material does not (versions, limits, commands,
+    hosts), uses no word beyond it and the words of operating a service, and neither fetches
+    and runs code without a step doing the same nor reads as instructions to an agent. Whether
+    it may change production unasked is the action guard's question for Verity's own answers
+    (`screen_action`), not a question of its truth."""
+    command = fetch_and_run(text)
+    if command is not None and not any(fetch_and_run(s) and _urls(text) <= _urls(s)
+                                       for s in steps):
+        return f"runs code fetched from the network ({command!r}) with no runbook step behind it"
+    injected = instruction_like(text)
+    if command is None and injected is not None:
+        return f"reads as instructions to an agent: it {injected}"
+    known = FactSet.from_texts([*material, *steps])
+    named = [f.text for f in extract_facts(text) if not known.supports(f)]
+    named += sorted(c for c in _commands(text) if not known.states_token(c))
+    if named:
+        return f"names what the checked claims do not: {', '.join(dict.fromkeys(named))}"
+    return grounding_problem(text, [*material, *steps], vocabulary=lexicon.ACTION_WORDS,
+                             action=True)

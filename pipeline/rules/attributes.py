@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from pipeline.rules import lexicon
 from pipeline.rules.facts import Fact, FactKind, FactSet, extract_facts
 
 ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -64,3 +65,29 @@ def attribute_conflict(text: str, evidence: Iterable[str]) -> list[Fact]:
 def _comparable(a: Fact, b: Fact) -> bool:
     """Numbers of one dimension, or one of them bare ("limit 16" of "64 requests")."""
     return not a.unit or not b.unit or a.unit == b.unit
+
+
+_ACCOUNT = re.compile(
+    r"\buser(?:\s*=\s*|\s+)(?!ids?\b|names?\b|agents?\b|test\s+\w+ing\b)([a-z_][\w.-]*)"
+    r"|\bpassword\s+for\s+(?!(?:invalid\s+|illegal\s+)?user\b)([a-z_][\w.-]*)",
+    re.IGNORECASE)
+"""An account named as one ("for user admin", "user=root", "session opened for user test",
+"Failed password for root", "for invalid user oracle"): sshd's and PAM's wording, and the
+wording of an answer that restates them."""
+
+
+def named_accounts(text: str) -> set[str]:
+    """The account names `text` gives as such, case-folded ("the user is root": no name)."""
+    names = {(m.group(1) or m.group(2)).rstrip(".").casefold() for m in _ACCOUNT.finditer(text)}
+    return names - lexicon.FUNCTION_WORDS - lexicon.NEGATIONS
+
+
+def account_conflict(text: str, evidence: Iterable[str]) -> list[Fact]:
+    """The accounts `text` names ("a failed password for user admin") that its evidence, naming
+    accounts, names none of (the line it binds to is "Failed password for root"), as facts;
+    none when the evidence names no account, or names this one."""
+    stated = set().union(*(named_accounts(item) for item in evidence))
+    if not stated:
+        return []
+    return [Fact(kind=FactKind.IDENTIFIER, text=name, key=name, shape="account")
+            for name in sorted(named_accounts(text) - stated)]

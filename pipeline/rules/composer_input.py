@@ -60,9 +60,9 @@ def build_composition(
     allowed claims cite. Evidence gaps pass the gap check (`statements.gap_problem`) against
     the query, the allowed material and `evidence` (the run's verified evidence texts and tool
     names), or are shown as a fixed line that says only that something is missing. A claim in
-    `unsaid` (worded beyond every output of its tool calls, `guards.unsaid_words`) is never a
-    hypothesis: its words are nobody's but the model's; a conclusion withheld so is named as
-    a gap in a fixed line. Every item
+    `unsaid` (worded beyond every output of its tool calls, `guards.unsaid_words`) is neither
+    shown nor a hypothesis, whatever its check: its words are not those of what it cites; a
+    conclusion withheld so is named as a gap in a fixed line. Every item
     left can be published as it stands (`statements.self_statements`): a claim, hypothesis or
     action whose own wording the statement check refuses under this verdict (a causal
     observation under REJECT, say) is withheld, with the actions that rest on it."""
@@ -75,7 +75,7 @@ def build_composition(
         kind = verification.get(claim.claim_id, Verification.UNSUPPORTED)
         if instruction_like(claim.text):
             withheld.append(claim.text)
-        elif _is_allowed(claim, kind, verdict):
+        elif _is_allowed(claim, kind, verdict) and claim.claim_id not in unsaid:
             allowed.append(AllowedClaim(
                 claim_id=claim.claim_id, text=claim.text, kind=claim.kind,
                 critical=claim.critical, verification=kind,

@@ -284,12 +284,13 @@ def extract_facts(text: str, *, single_digits: bool = False) -> list[Fact]:
     recent texts are kept (facts are immutable).
     """
     if len(text) > _CACHED_TEXT_MAX:
-        return list(_extract(text, single_digits))
+        return list(_extract_long(text, single_digits))
     return list(_extract_cached(text, single_digits))
 
 
 _CACHED_TEXT_MAX = 2000
-"""Longer texts (whole projections) are rarely read twice: not worth the memory."""
+"""Longer texts (whole projections, read once per claim that binds to them) have a cache of
+their own, a few deep, so that a handful of them cannot evict the many short ones."""
 
 
 def _extract(text: str, single_digits: bool) -> tuple[Fact, ...]:
@@ -315,6 +316,7 @@ def _extract(text: str, single_digits: bool) -> tuple[Fact, ...]:
 
 
 _extract_cached = functools.lru_cache(maxsize=16384)(_extract)
+_extract_long = functools.lru_cache(maxsize=16)(_extract)
 
 _STEP_BEFORE = re.compile(r"(?:^|[.:;!?]\s+|\n\s*)$")
 _STEP_AFTER = re.compile(r"[.)]\s+[A-Z]")
@@ -330,6 +332,7 @@ def _step(text: str, start: int, end: int) -> bool:
 def clear_caches() -> None:
     """Forget the facts and tokens of every text read so far (benchmarks measure cold runs)."""
     _extract_cached.cache_clear()
+    _extract_long.cache_clear()
     tokens.cache_clear()
 
 

@@ -12,12 +12,13 @@ from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
 from models.invocation import EvidenceStatus, ToolInvocation
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.rules import lexicon
-from pipeline.rules.attributes import attribute_conflict
+from pipeline.rules.attributes import account_conflict, attribute_conflict
 from pipeline.rules.counts import listed_count_conflict
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, FactSet, extract_facts
 from pipeline.rules.gatekeeper import scope_text
+from pipeline.rules.intervals import interval_durations
 from pipeline.rules.projection import listing_header
-from pipeline.rules.statements import grounding_problem
+from pipeline.rules.statements import grounding_problem, words_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,43 +52,81 @@ _LINE = re.compile(r"\$\.lines\[\d+\]$")
 command output is a record of its own, and the claim's words are read against it (and the
 output's header, `projection.listing_header`), not against every other line of the file."""
 
+_UNIVERSAL = re.compile(r"\b(?:every|all|always|each|none|throughout)\b", re.IGNORECASE)
+"""A claim about every record of an output, not one of them."""
+
 _TOOL_WORDS = re.compile(r"[-_.]+")
 """What separates the words of a tool's name (`list_alerts`, `kubectl-get-pods.txt`): the
 output of a tool that lists alerts speaks of alerts, whatever its rows say."""
 
 
+@dataclass(frozen=True, slots=True)
+class Wording:
+    """What the word check found, per verified claim id (claims with nothing to say left out)."""
+
+    unsaid: dict[str, str]
+    """Words no output of the run uses: nobody's but the model's."""
+    elsewhere: dict[str, str]
+    """Words the outputs the claim binds to do not use but another output of the run does: a
+    reading across the run's outputs ("every line is at INFO level" bound to three of its
+    lines; "the acquirer behind payment-gateway" bound to the deploy, the word in the logs)."""
+
+
 def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
-                 ) -> dict[str, str]:
+                 ) -> Wording:
     """Per verified claim: the content words it uses that no whole output of the tool calls it
     binds to uses (a line of a text output: that line), nor the narration of an incident
-    (`lexicon.CLAIM_WORDS`); claims with none are left out. An excerpt is short ("1432"), so
-    the claim's words are looked for in the whole stored projection ("checkout-service
-    logged 1432 errors, returning HTTP 500" is read against the log search); "a memory leak
-    in the product cache" is in none of them."""
+    (`lexicon.CLAIM_WORDS`), split by whether some other output of the run uses them. An
+    excerpt is short ("1432"), so the claim's words are looked for in the whole stored
+    projection ("checkout-service logged 1432 errors, returning HTTP 500" is read against the
+    log search); "a memory leak in the product cache" is in none of them."""
     outputs = {i.tool_call_id: i for i in invocations}
     texts: dict[str, str] = {}
+
+    def whole(call_id: str) -> str:
+        if call_id not in texts:
+            call = outputs.get(call_id)
+            projection = call.projection if call is not None else None
+            texts[call_id] = projection.model_dump_json() if projection is not None else ""
+        return texts[call_id]
+
     unsaid: dict[str, str] = {}
+    elsewhere: dict[str, str] = {}
+    runs: dict[frozenset[str], tuple[set[str], str]] = {}  # the run's words, by lines left out
     for claim in outcome.verified_output.claims:
         material: list[str] = []
+        records: set[str] = set()  # text outputs read line by line for this claim
         for item in outcome.verified_evidence:
             if item.claim_id != claim.claim_id:
                 continue
             call = outputs.get(item.invocation_id)
-            projection = call.projection if call is not None else None
             if _LINE.match(item.path):  # one line of a text output: that line is the record
-                material += listing_header(getattr(projection, "lines", None))
+                records.add(item.invocation_id)
+                material += listing_header(getattr(call.projection if call else None,
+                                                   "lines", None))
             else:
-                if item.invocation_id not in texts:
-                    texts[item.invocation_id] = (
-                        projection.model_dump_json() if projection is not None else "")
-                material.append(texts[item.invocation_id])
+                material.append(whole(item.invocation_id))
             material += [item.matched_text, item.tool_name,
                          _TOOL_WORDS.sub(" ", item.tool_name), *scope_text(item.scope)]
-        problem = grounding_problem(claim.text, material, vocabulary=claim_vocabulary(claim.text),
+        vocabulary = claim_vocabulary(claim.text)
+        problem = grounding_problem(claim.text, material, vocabulary=vocabulary,
                                     words_only=True)
-        if problem is not None:
+        if problem is None:
+            continue
+        # the other lines of a log it reads line by line are other records ("user test" is
+        # another line's user), unless the claim speaks of its lines as a whole ("every line")
+        others = frozenset() if _UNIVERSAL.search(claim.text) else frozenset(records)
+        if others not in runs:
+            runs[others] = words_of([
+                *(whole(call_id) for call_id in outputs if call_id not in others),
+                *(name for call in invocations
+                  for name in (call.tool_name, _TOOL_WORDS.sub(" ", call.tool_name)))])
+        if grounding_problem(claim.text, material, vocabulary=vocabulary, words_only=True,
+                             known=runs[others]) is None:
+            elsewhere[claim.claim_id] = problem
+        else:
             unsaid[claim.claim_id] = problem
-    return unsaid
+    return Wording(unsaid=unsaid, elsewhere=elsewhere)
 
 
 def claim_vocabulary(text: str) -> frozenset[str]:
@@ -96,11 +135,12 @@ def claim_vocabulary(text: str) -> frozenset[str]:
     (`lexicon.KIND_WORDS`: "addresses" of a claim that gives an IP address)."""
     kinds = [lexicon.KIND_WORDS.get(f.shape, frozenset()) for f in extract_facts(text)
              if f.kind is FactKind.IDENTIFIER]
-    return lexicon.CLAIM_WORDS.union(*kinds)
+    return lexicon.CLAIM_WORDS.union(lexicon.CLOSED_WORDS, *kinds)
 
 
 def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
-               unsaid: Mapping[str, str] | None = None) -> PostChecked:
+               unsaid: Mapping[str, str] | None = None,
+               elsewhere: Mapping[str, str] | None = None) -> PostChecked:
     """Hold the Verifier's claim checks to the verified evidence.
 
     Unknown claims are dropped, unchecked claims count as unsupported, evidence refs must name
@@ -110,7 +150,9 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
     own verified evidence (`FactSet.conflicts`): one that differs from every such value makes
     the claim contradicted, whatever the model said. Otherwise a
     direct_observation whose facts are not all in its evidence is downgraded (unsupported
-    without evidence, overstated with facts missing). Each change is a recorded downgrade.
+    without evidence, overstated with facts missing), and one worded from outputs of the run
+    it does not bind to (`elsewhere`, `unsaid_words`) is a reasonable inference at most. Each
+    change is a recorded downgrade.
     """
     claims = verifier_input.verified_executor_output.claims
     evidence_by_claim: dict[str, list[VerifiedEvidence]] = {c.claim_id: [] for c in claims}
@@ -138,6 +180,7 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
         evidence = evidence_by_claim[claim.claim_id]
         check, notes = _hold_to_evidence(check, claim.text, evidence, known_refs=known_refs,
                                          memo=memo, unsaid=(unsaid or {}).get(claim.claim_id),
+                                         elsewhere=(elsewhere or {}).get(claim.claim_id),
                                          negative=claim.kind is ClaimKind.NEGATIVE_OBSERVATION)
         downgrades.extend(notes)
         checks.append(check)
@@ -159,7 +202,7 @@ def _known_refs(evidence: Sequence[VerifiedEvidence]) -> frozenset[str]:
 def _hold_to_evidence(
     check: ClaimCheck, text: str, evidence: list[VerifiedEvidence], *,
     known_refs: frozenset[str], memo: FactMemo, negative: bool = False,
-    unsaid: str | None = None,
+    unsaid: str | None = None, elsewhere: str | None = None,
 ) -> tuple[ClaimCheck, list[str]]:
     notes: list[str] = []
     refs = [ref for ref in check.evidence_refs if ref in known_refs]
@@ -176,9 +219,13 @@ def _hold_to_evidence(
     known = evidence_facts(trusted, memo=memo) if trusted else None
     # single digits too: "slot 9" against "slot 8" is a changed number
     facts = extract_facts(text, single_digits=True) if known is not None else []
+    # "30 seconds later": the interval between two times it binds to, not a stated value
+    worked_out = interval_durations(text, [item.matched_text for item in trusted])
+    facts = [f for f in facts if f not in worked_out]
     differing = [f for f in facts if known is not None and known.conflicts(f)]
     differing += severity_conflict(text, trusted) + alert_state_conflict(text, trusted)
     differing += attribute_conflict(text, [item.matched_text for item in trusted])
+    differing += account_conflict(text, [item.matched_text for item in trusted])
     differing += shift_conflict(text, trusted)
     differing += listed_count_conflict(text, [item.matched_text for item in trusted])
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
@@ -224,8 +271,22 @@ def _hold_to_evidence(
             notes.append(f"{check.claim_id}: {check.verification.value} -> overstated "
                          f"({wider})")
         else:
-            verification = _as_link(check.claim_id, verification, text, trusted, notes)
+            verification = _as_read(check.claim_id, verification, text, trusted, notes,
+                                    elsewhere=elsewhere)
     return _updated(check, refs, verification), notes
+
+
+def _as_read(claim_id: str, verification: Verification, text: str,
+             evidence: Sequence[VerifiedEvidence], notes: list[str], *,
+             elsewhere: str | None) -> Verification:
+    """An observation worded from outputs of the run it does not bind to (`elsewhere`), or
+    linking things none of its evidence links (`_as_link`): a reasonable inference."""
+    if elsewhere is None or verification is not Verification.DIRECT_OBSERVATION:
+        return _as_link(claim_id, verification, text, evidence, notes)
+    notes.append(f"{claim_id}: direct_observation -> reasonable_inference (worded from other "
+                 "outputs of the run than those it binds to: they do not say "
+                 f"{elsewhere.removeprefix('says what it does not cite: ')})")
+    return Verification.REASONABLE_INFERENCE
 
 
 def _as_link(claim_id: str, verification: Verification, text: str,

@@ -271,6 +271,7 @@ providers provider outside queried widen window traces trace users user report r
 problems problem indicated action actions restore confirm verify query search contact notify
 alert alerts dashboard dashboards logs log metrics metric error errors rate latency version
 versions deploy deployment previous release still again whether
+fix fixes next take bring brings advise advises advised per first then afterwards
 """.split())
 """Words an action may use beside those of the claims it cites and the runbook steps behind
 it: verbs of operating a service and the names of what an operator looks at."""
@@ -305,6 +306,17 @@ narration of an incident ("the problems began", "new in this window", "latency r
 the queries that looked at it ("a deploy search across all services found nothing"); an
 attempt ("renewal attempts failed", "tried the invalid user admin") is what a failure or a
 retry is, as "retries" is; never a cause, a component or an event of its own."""
+
+CLOSED_WORDS: frozenset[str] = frozenset("""
+all every always everywhere own likewise similarly how often long old ago
+january february march april june july august september october november december
+jan feb mar apr jun jul aug sep sept oct nov dec
+monday tuesday wednesday thursday friday saturday sunday
+""".split())
+"""Closed classes a claim may use whatever its outputs say: quantifiers and frequency ("every
+line", "always"), comparison and age ("likewise", "57m old"), and the calendar ("in June
+2005", the month of the dates it binds to). None names a thing, a cause or an event; whether
+"every" holds is a question for the facts it binds (`counts`), not for its words."""
 
 KIND_WORDS: dict[str, frozenset[str]] = {
     "ip": frozenset("address addresses ip ips".split()),

@@ -340,19 +340,27 @@ def _licensing(text: str, cited: Sequence[_Item], verdict: Verdict) -> list[_Ite
             or any(lexicon.CAUSAL.search(t) for t in _material([c]))]
 
 
+def words_of(texts: Iterable[str]) -> tuple[set[str], str]:
+    """The normalized words of `texts` and their sequences joined, built once for many
+    checks against the same texts (`grounding_problem`'s `known`)."""
+    return _vocabulary_of(texts)
+
+
 def grounding_problem(text: str, material: Sequence[str], *,
                       vocabulary: frozenset[str] = frozenset(), action: bool = False,
-                      words_only: bool = False) -> str | None:
+                      words_only: bool = False,
+                      known: tuple[set[str], str] | None = None) -> str | None:
     """Why `text` (an Executor hypothesis or action, a claim) says what `material` does not;
     None when every fact and content word of it is in `material` (or, for words, in
     `vocabulary`). Causal wording and hedges are allowed (a possible direction links what it
     cites); exclusive causes and certainty are not, save an `action`'s imperative ("Confirm
     the primary is unhealthy"). `words_only`: the content words alone (a claim, whose facts
-    and wording the post-check and the verdict rules judge)."""
+    and wording the post-check and the verdict rules judge); `known`: words allowed besides,
+    as `words_of` built them."""
     items = [_Item("claim", t, Section.FINDING) for t in material]
     extra = frozenset(_norm(w) for w in vocabulary)
     if words_only:
-        return _words_problem(_unworded(text), items, extra=extra)
+        return _words_problem(_unworded(text), items, extra=extra, known=known)
     plain = lexicon.PURPOSE.sub(" ", lexicon.DENIAL.sub(" ", text))
     wordings = [(lexicon.CAUSE_NAMING, "names a cause")]
     if not action:
@@ -500,14 +508,18 @@ def _split_words(text: str) -> list[str]:
 
 def _without_facts(text: str) -> str:
     """`text` with the spans of its facts blanked: facts are compared as facts."""
-    for fact in extract_facts(text, single_digits=True):
-        if fact.kind is not FactKind.SERVICE:  # services are words too: compounds match whole
-            text = re.sub(rf"(?<!\w){re.escape(fact.text)}(?!\w)", " ", text)
-    return text
+    # services are words too: compounds match whole; one pass over the text, longest first
+    spans = sorted({f.text for f in extract_facts(text, single_digits=True)
+                    if f.kind is not FactKind.SERVICE}, key=lambda t: (-len(t), t))
+    if not spans:
+        return text
+    facts = "|".join(re.escape(t) for t in spans)
+    return re.sub(rf"(?<!\w)(?:{facts})(?!\w)", " ", text)
 
 
 def _words_problem(text: str, cited: Sequence[_Item], *, words_of_backing: bool = True,
-                   extra: frozenset[str] = frozenset()) -> str | None:
+                   extra: frozenset[str] = frozenset(),
+                   known: tuple[set[str], str] | None = None) -> str | None:
     """Every content word of `text` in what it cites (an action's words in the action itself
     unless `words_of_backing`: "raise" is no restatement of "roll back" because its claim
     "shifted up"); `extra`: normalized words allowed besides."""
@@ -518,7 +530,8 @@ def _words_problem(text: str, cited: Sequence[_Item], *, words_of_backing: bool 
     absent: list[str] = []
     plain = _uncounted(_unpossessed(_PERIOD.sub(" ", _PLURAL_NUMBER.sub("", text))))
     for token in _WORD.findall(_rewrite(_without_facts(plain))):
-        if _covered(token, vocab, joined, numbers):
+        if _covered(token, vocab, joined, numbers) or (
+                known is not None and _covered(token, *known, numbers)):
             continue
         absent.append(token)
     if absent:

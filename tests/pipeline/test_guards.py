@@ -310,10 +310,10 @@ def test_unsaid__a_claim_is_read_against_the_whole_outputs_it_binds_to() -> None
     leak = claim("c2", "checkout-service leaked memory in its product cache",
                  binding(path="$.total", matched_text="1432"))
     outcome = gatekeep(executor_output(errors_claim(), leak), invocations())
-    unsaid = unsaid_words(outcome, invocations())
+    wording = unsaid_words(outcome, invocations())
     # "logged 1432 errors, returning HTTP 500" is read against the log search, not only "1432"
-    assert "c1" not in unsaid
-    assert "leaked" in unsaid["c2"] and "cache" in unsaid["c2"]
+    assert "c1" not in wording.unsaid and not wording.elsewhere
+    assert "leaked" in wording.unsaid["c2"] and "cache" in wording.unsaid["c2"]
 
 
 @pytest.mark.parametrize(("given", "expected"), [
@@ -329,6 +329,48 @@ def test_unsaid__a_claim_with_unsaid_words_is_not_confirmed(
     checked = post_check(output(check("c1", given)), vi,
                          unsaid={"c1": "says what it does not cite: 'leak'"})
     assert checked.claim_checks[0].verification is expected
+
+
+def test_unsaid__words_only_another_output_of_the_run_uses_are_a_reading_across_it() -> None:
+    """A claim bound to the log search that says "reduce", a word of the deploy's description
+    only, reads across the run's outputs: `elsewhere`, not `unsaid`; a word in no output of the
+    run at all stays unsaid."""
+    from spec.helpers import binding, claim, executor_output, invocations
+
+    from pipeline.rules.gatekeeper import gatekeep
+    from pipeline.rules.guards import unsaid_words
+
+    across = claim("c1", "The reduce of the payment-db connection pool shows in the errors",
+                   binding())
+    invented = claim("c2", "A payment-db firewall rule exhausted the connection pool", binding())
+    outcome = gatekeep(executor_output(across, invented), invocations())
+    wording = unsaid_words(outcome, invocations())
+    assert "reduce" in wording.elsewhere["c1"] and "c1" not in wording.unsaid
+    assert "firewall" in wording.unsaid["c2"] and "c2" not in wording.elsewhere
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE),
+    (Verification.REASONABLE_INFERENCE, Verification.REASONABLE_INFERENCE),
+    (Verification.UNSUPPORTED, Verification.UNSUPPORTED),
+])
+def test_elsewhere__a_claim_worded_from_other_outputs_is_an_inference_at_most(
+        given: Verification, expected: Verification) -> None:
+    vi = verifier_input([("c1", "payment-db connection pool exhausted")],
+                        [("c1", "payment-db connection pool exhausted")])
+    checked = post_check(output(check("c1", given)), vi,
+                         elsewhere={"c1": "says what it does not cite: 'reduce'"})
+    assert checked.claim_checks[0].verification is expected
+    if given is Verification.DIRECT_OBSERVATION:
+        assert any("other outputs of the run" in d for d in checked.downgrades)
+
+
+def test_elsewhere__a_changed_value_is_still_a_contradiction() -> None:
+    vi = verifier_input([("c1", "payment-db connection pool exhausted (max 30)")],
+                        [("c1", "payment-db connection pool exhausted (max 20)")])
+    checked = post_check(output(check("c1", Verification.DIRECT_OBSERVATION)), vi,
+                         elsewhere={"c1": "says what it does not cite: 'reduce'"})
+    assert checked.claim_checks[0].verification is Verification.CONTRADICTED
 
 
 _INVENTED = st.text(alphabet="bcdfghjklmnpqrstvwxz", min_size=5, max_size=9).map(
@@ -358,7 +400,7 @@ def test_unsaid__a_word_no_output_uses_reaches_no_allowed_claim_nor_direction(
         claim("c2", f"{invented} exhausted the payment-db connection pool",
               binding(matched_text="payment-db connection pool exhausted"), kind=kind))
     outcome = gatekeep(document, invocations())
-    unsaid = unsaid_words(outcome, invocations())
+    unsaid = unsaid_words(outcome, invocations()).unsaid
     assert invented in unsaid["c2"]
     vi = build_verifier_input(outcome, query=QUERY)
     checked = post_check(output(ClaimCheck(claim_id="c1",

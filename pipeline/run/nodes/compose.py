@@ -48,7 +48,9 @@ def prepare_composition(state: PipelineState, document: Mapping[str, Any], *,
         evidence=[*(e.matched_text for e in gatekeeper_of(state).verified_evidence),
                   *sorted({e.tool_name for e in gatekeeper_of(state).verified_evidence}
                           | {t.name for t in BUILTIN_TOOLS}), *failures],
-        unsaid=gatekeeper_of(state).unsaid,
+        # worded from outputs it does not cite: a reading a check report may grant, but not
+        # words Verity states as its own
+        unsaid={*gatekeeper_of(state).unsaid, *gatekeeper_of(state).worded_elsewhere},
     )
     return state.model_copy(update={"composer_input": composition.composer_input,
                                     "withheld_actions": composition.withheld_actions})

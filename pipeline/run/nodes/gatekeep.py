@@ -52,9 +52,10 @@ def gatekeep_node(
     """Run the Gatekeeper and mark the evidence that reads as instructions to an agent; a
     reject records its failure stage."""
     outcome = gatekeep(document, invocations)
+    wording = unsaid_words(outcome, invocations)
     outcome = outcome.model_copy(update={
         "verified_evidence": mark_untrusted(outcome.verified_evidence, invocations),
-        "unsaid": unsaid_words(outcome, invocations)})
+        "unsaid": wording.unsaid, "worded_elsewhere": wording.elsewhere})
     if state.unverifiable_critical:
         warnings = [*outcome.result.warnings, *(
             f"critical claim {claim_id} of the imported answer: no tool output states its "

@@ -44,7 +44,8 @@ def verify_node(
         update = {**base, "verifier_status": VerifierStatus.FAILED, "failure_stage": "verify",
                   "budget_exceeded": isinstance(exc, BudgetExceededError)}
         return state.model_copy(update=update)
-    checked = post_check(output, verifier_input, unsaid=outcome.unsaid)
+    checked = post_check(output, verifier_input, unsaid=outcome.unsaid,
+                         elsewhere=outcome.worded_elsewhere)
     assert state.verdict_ceiling is not None
     verdict = effective_verdict(
         output.verdict, claims=outcome.verified_output.claims, checks=checked.claim_checks,

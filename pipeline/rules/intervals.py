@@ -1,0 +1,77 @@
+"""Durations an answer works out from times: "30 seconds later", "within 30 seconds of the
+scale-up", "14 minutes before the onset". No output states such a duration; the times it lies
+between do. A duration that is the interval between two times of the claim or its evidence is
+a reading of them, not a value its evidence gives otherwise. Pure functions; the post-check
+(`guards`) applies them.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Iterable
+
+from pipeline.rules.facts import Fact, FactKind, extract_facts
+
+_CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?(?:[.,](\d+))?")
+"""The time of day of a timestamp's key (`2026-11-30T14:03:12`, `dec-10T07:28:16`, `14:03`)."""
+
+_BOUND = re.compile(r"\b(?:within|under|less\s+than|inside|in\s+under|no\s+more\s+than|"
+                    r"at\s+most|up\s+to)\s+(?:a|an|about|roughly|some)?\s*$", re.IGNORECASE)
+"""Words before a duration that make it a bound, not a value ("within 30 seconds")."""
+
+_DAY_MS = 86_400_000
+
+
+def interval_durations(text: str, evidence: Iterable[str]) -> list[Fact]:
+    """The durations of `text` that are the interval between two times of `text` and
+    `evidence` (within the duration's rounding: "three minutes" is 150 to 210 s), or at least
+    one such interval when the claim gives the duration as a bound ("within 30 seconds")."""
+    durations = [f for f in extract_facts(text) if f.kind is FactKind.QUANTITY
+                 and f.shape == "duration" and f.value is not None]
+    if not durations:
+        return []
+    clocks = sorted({ms for t in (text, *evidence) for ms in _times(t)})
+    gaps = [b - a for a, b in zip(clocks, clocks[1:], strict=False)]
+    found = []
+    for fact in durations:
+        assert fact.value is not None
+        slack = max(fact.tolerance, 0.1 * fact.value)
+        if _BOUND.search(text[:_start(text, fact)]):
+            # some two times lie within it: the closest two do
+            hit = bool(gaps) and min(gaps) <= fact.value + slack
+        else:
+            hit = any(_apart(clocks, start, fact.value, slack) for start in clocks)
+        if hit:
+            found.append(fact)
+    return found
+
+
+def _apart(clocks: list[int], start: int, duration: float, slack: float) -> bool:
+    """Whether a time of `clocks` (sorted) lies `duration` after `start`, within `slack`, the
+    day wrapping at midnight."""
+    for target in (start + duration, start + duration - _DAY_MS):
+        at = bisect_left(clocks, target - slack)
+        if at < len(clocks) and clocks[at] <= target + slack:
+            return True
+    return False
+
+
+def _times(text: str) -> list[int]:
+    """Each time of day in `text`, in milliseconds since midnight."""
+    found = []
+    for fact in extract_facts(text):
+        if fact.kind is not FactKind.TIMESTAMP:
+            continue
+        match = _CLOCK.search(fact.key.rpartition("T")[2] if "T" in fact.key else fact.key)
+        if match is None:
+            continue
+        hours, minutes, seconds, fraction = match.groups()
+        ms = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds or 0)) * 1000
+        found.append(ms + int((fraction or "0")[:3].ljust(3, "0")))
+    return found
+
+
+def _start(text: str, fact: Fact) -> int:
+    at = text.find(fact.text)
+    return at if at >= 0 else 0
