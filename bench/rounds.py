@@ -2,8 +2,9 @@
 script with tracing off and on (and, given `--before DIR`, a checkout of the code before the
 telemetry), interleaved and in a rotating order, each round's ratios as printed, then the mean,
 standard deviation and range of each ratio per setting, and each setting's difference from the
-first as a share of it, with the smallest difference the rounds can resolve (twice the standard
-error of the difference of the means).
+others (tracing on against off; the code before against both) as a share of the other's mean,
+with the smallest difference the rounds can resolve (twice the standard error of the
+difference of the means).
 
 With tracing on, spans go to an OTLP/HTTP sink in a process of its own (`--otlp-url` of
 `bench/runtime.py`), so the sink's decoding is not counted on the runs' host processes.
@@ -83,18 +84,18 @@ def _summary(rows: list[dict[str, Any]], settings: list[str]) -> dict[str, Any]:
                                 "sd": round(statistics.stdev(v), 4) if len(v) > 1 else None,
                                 "range": [min(v), max(v)]}
                             for k, v in ratios.items() if v}
-    base = settings[0]
-    for setting in settings[1:]:
-        for k in RATIOS:
-            a, b = by[base][k], by[setting][k]
-            if len(a) < 2 or len(b) < 2:
-                continue
-            mean = statistics.fmean(a)
-            resolves = 2 * math.sqrt(statistics.variance(a) / len(a)
-                                     + statistics.variance(b) / len(b))
-            summary[setting][k]["vs_" + base] = {
-                "difference_pct": round(100 * (statistics.fmean(b) - mean) / mean, 2),
-                "resolvable_pct": round(100 * resolves / mean, 2)}
+    for i, setting in enumerate(settings):
+        for base in settings[:i]:
+            for k in RATIOS:
+                a, b = by[base][k], by[setting][k]
+                if len(a) < 2 or len(b) < 2:
+                    continue
+                mean = statistics.fmean(a)
+                resolves = 2 * math.sqrt(statistics.variance(a) / len(a)
+                                         + statistics.variance(b) / len(b))
+                summary[setting][k]["vs_" + base] = {
+                    "difference_pct": round(100 * (statistics.fmean(b) - mean) / mean, 2),
+                    "resolvable_pct": round(100 * resolves / mean, 2)}
     return summary
 
 

@@ -4,6 +4,8 @@ evidence paths can address.
 - text (log lines, kubectl or command output) becomes `{"lines": [...]}`, one string a line,
   so `$.lines[41]` binds the 42nd line; a text that is a JSON object or array is read as JSON;
 - JSON is kept as parsed under `result` (`$.result.pods[0].status.phase`);
+- the time a call looked at (its arguments' or its result's start and end, a `window` or
+  `scope` object's) is the window of its scope, so a negative observation is held to it;
 - a call the tool failed (`is_error`) or the source holds no result for ends ERROR, its text
   kept as the error; an empty result (no text, or JSON whose lists are all empty) is
   NO_EVIDENCE: a negative observation binds to its scope.
@@ -14,12 +16,14 @@ with `truncated` set when anything was cut."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from models.invocation import (
     EvidenceStatus,
     LifecycleStatus,
     QueryScope,
+    TimeWindow,
     ToolInvocation,
 )
 from pipeline.importers.record import ImportedCall
@@ -56,6 +60,9 @@ def invocation_of(call: ImportedCall, *, max_items: int, max_bytes: int) -> Tool
         return ToolInvocation(**base, status=LifecycleStatus.ERROR,
                               evidence_status=EvidenceStatus.ERROR,
                               error=_one_line(text) or "the tool reported an error")
+    window = _window(call.arguments) or (_window(value) if isinstance(value, dict) else None)
+    if window is not None:
+        scope = scope.model_copy(update={"window": window})
     if isinstance(value, str):
         lines = value.splitlines()
         data: dict[str, Any] = {"lines": lines}
@@ -90,6 +97,41 @@ def _scope(arguments: dict[str, Any]) -> QueryScope:
     if rendered is not None and len(rendered) > _FILTER_CHARS:
         rendered = rendered[:_FILTER_CHARS] + "…"
     return QueryScope(service=service if isinstance(service, str) else None, filter=rendered)
+
+
+_WINDOW_KEYS = (("start", "end"), ("from", "to"), ("start_time", "end_time"),
+                ("startsAt", "endsAt"), ("since", "until"))
+"""How a query's arguments or a result name the ends of the time it looked at."""
+
+
+def _window(value: dict[str, Any], depth: int = 0) -> TimeWindow | None:
+    """The time window `value` names (its own ends, or those of a `window`, `time_range` or
+    `scope` object in it), both ends ISO 8601 times or epoch seconds; None otherwise."""
+    for first, last in _WINDOW_KEYS:
+        start, end = _instant(value.get(first)), _instant(value.get(last))
+        if start is not None and end is not None and start <= end:
+            return TimeWindow(start=start.isoformat().replace("+00:00", "Z"),
+                              end=end.isoformat().replace("+00:00", "Z"))
+    if depth < 2:
+        for key in ("window", "time_range", "timerange", "range", "scope"):
+            inner = value.get(key)
+            if isinstance(inner, dict) and (found := _window(inner, depth + 1)) is not None:
+                return found
+    return None
+
+
+def _instant(value: Any) -> datetime | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, (int, float)) and 1e9 <= value < 1e10:  # epoch seconds
+            return datetime.fromtimestamp(value, tz=UTC)
+        if isinstance(value, str) and len(value) >= 16 and value[:4].isdigit():
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
 
 
 def _one_line(text: str) -> str:

@@ -17,8 +17,10 @@ from pipeline.rules.counts import listed_count_conflict
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, FactSet, extract_facts
 from pipeline.rules.gatekeeper import scope_text
 from pipeline.rules.intervals import interval_durations
+from pipeline.rules.periods import period_problem
 from pipeline.rules.projection import listing_header
 from pipeline.rules.statements import grounding_problem, words_of
+from pipeline.rules.timed import timed_conflict
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +228,7 @@ def _hold_to_evidence(
     differing += severity_conflict(text, trusted) + alert_state_conflict(text, trusted)
     differing += attribute_conflict(text, [item.matched_text for item in trusted])
     differing += account_conflict(text, [item.matched_text for item in trusted])
+    differing += timed_conflict(text, [item.matched_text for item in trusted])
     differing += shift_conflict(text, trusted)
     differing += listed_count_conflict(text, [item.matched_text for item in trusted])
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
@@ -397,7 +400,8 @@ def scope_problem(text: str, evidence: Sequence[VerifiedEvidence], *, negative: 
     that found nothing. It may not widen its reach with words its evidence does not use ("at
     all", "not even", "healthy"); on a query limited to a minimum log level it names a level,
     and only levels at or above that minimum; on a query limited to a search term or a metric,
-    it names that term; on a query of one service it speaks of no other service."""
+    it names that term; on a query of one service it speaks of no other service; it names no
+    period longer than the windows its queries looked at (`periods.period_problem`)."""
     empty = [e for e in evidence if e.evidence_status is EvidenceStatus.NO_EVIDENCE]
     if not negative and not empty:
         return None
@@ -407,6 +411,10 @@ def scope_problem(text: str, evidence: Sequence[VerifiedEvidence], *, negative: 
                   if m.group(0).casefold() not in said), None)
     if reach is not None:
         return f"wider than its evidence: {reach!r}"
+    period = period_problem(text, [e.scope.window for e in evidence
+                                   if e.scope is not None and e.scope.window is not None])
+    if period is not None:
+        return period
     words = [w.casefold() for w in re.findall(r"[A-Za-z]+", text)]
     for item in empty:
         query = item.scope.filter or ""

@@ -50,7 +50,9 @@ def interval_durations(text: str, evidence: Iterable[str]) -> list[Fact]:
 def _apart(clocks: list[int], start: int, duration: float, slack: float) -> bool:
     """Whether a time of `clocks` (sorted) lies `duration` after `start`, within `slack`, the
     day wrapping at midnight."""
-    for target in (start + duration, start + duration - _DAY_MS):
+    # a day or more is no time of day apart from another (24 hours would be `start` itself)
+    for target in (start + duration, *([start + duration - _DAY_MS]
+                                       if duration + slack < _DAY_MS else [])):
         at = bisect_left(clocks, target - slack)
         if at < len(clocks) and clocks[at] <= target + slack:
             return True

@@ -42,6 +42,7 @@ direction directions candidate candidates unclear uncertain unknown unconfirmed 
 whether if would
 time times period window respectively total totals around approximately roughly about nearly
 almost close so-called
+vs versus though although whereas verdict short incident story tells told
 utc gmt z
 """.split())
 """Connectives, pronouns, auxiliaries, prepositions, hedges and evidential verbs."""
@@ -92,6 +93,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "previous": ("previous", "replace", "replaced", "replaces", "replacing", "prior",
                  "former"),
     "top": ("top", "dominant", "predominant", "commonest", "prevalent"),
+    "limit": ("limit", "limits", "max", "maximum", "cap", "capped", "ceiling"),
 }
 """Word classes whose members a statement may use for one another."""
 
@@ -105,6 +107,7 @@ PHRASES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?<![^\W_])per[\s_]sec(?:ond)?\b", re.I), " rate"),
     (re.compile(r"\bwent\s+up\b", re.I), "rose"),
     (re.compile(r"\bwent\s+down\b", re.I), "fell"),
+    (re.compile(r"\bwent\s+out\b", re.I), "released"),
     (re.compile(r"\bshift(?:ed|ing|s)?\s+up(?:ward)?\b", re.I), "rose"),
     (re.compile(r"\bshift(?:ed|ing|s)?\s+down(?:ward)?\b", re.I), "fell"),
 ]
@@ -294,7 +297,8 @@ during nearby meanwhile throughout around side same different unrelated example 
 spanned spanning
 went go goes going gone come comes came coming occur occurs occurred occurring happen happens
 happened happening hit hits hitting surface surfaces surfaced show shows showing throw throws
-throwing threw thrown keep keeps kept stay stays stayed run runs ran follow follows followed
+throwing threw thrown keep keeps kept stay stays stayed sat sit sits sitting run runs ran
+follow follows followed
 following repeat repeats repeated set sets moved move moves averaged average averages
 involved besides otherwise apart according describe describes described recommend recommends
 recommended burst bursts spread spreads

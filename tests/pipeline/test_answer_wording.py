@@ -108,6 +108,10 @@ def test_wording__a_camel_case_name_says_its_parts() -> None:
     ("The database is quiet.", "payment-db quiet"),
     ("The alert fired until the expiry.", "CertificateExpiringSoon fired: expires soon"),
     ("Notifications timed out at 3200.", "Notification time out: 3200"),
+    ("Active connections hit the cap of 20.", "active connections 20 (max 20)"),
+    ("The error rate sat at 0.103% vs 0.099% before, though.", "error rate 0.103% baseline "
+     "0.099%"),
+    ("catalog-service v1.15.0 went out at 11:30.", "catalog-service v1.15.0 deployed 11:30"),
 ])
 def test_wording__a_paraphrase_says_what_its_material_says(text: str, material: str) -> None:
     assert _unsaid(text, [material]) is None
