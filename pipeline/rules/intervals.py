@@ -61,17 +61,19 @@ def _apart(clocks: list[int], start: int, duration: float, slack: float) -> bool
 
 def _times(text: str) -> list[int]:
     """Each time of day in `text`, in milliseconds since midnight."""
-    found = []
-    for fact in extract_facts(text):
-        if fact.kind is not FactKind.TIMESTAMP:
-            continue
-        match = _CLOCK.search(fact.key.rpartition("T")[2] if "T" in fact.key else fact.key)
-        if match is None:
-            continue
-        hours, minutes, seconds, fraction = match.groups()
-        ms = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds or 0)) * 1000
-        found.append(ms + int((fraction or "0")[:3].ljust(3, "0")))
-    return found
+    return [clock[0] for fact in extract_facts(text) if fact.kind is FactKind.TIMESTAMP
+            and (clock := time_of_day(fact)) is not None]
+
+
+def time_of_day(fact: Fact) -> tuple[int, bool] | None:
+    """A timestamp's time of day in milliseconds since midnight, and whether it gives its
+    seconds ("13:41:05") or only its minute ("13:41"); None when it gives no time of day."""
+    match = _CLOCK.search(fact.key.rpartition("T")[2] if "T" in fact.key else fact.key)
+    if match is None:
+        return None
+    hours, minutes, seconds, fraction = match.groups()
+    ms = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds or 0)) * 1000
+    return ms + int((fraction or "0")[:3].ljust(3, "0")), seconds is not None
 
 
 def _start(text: str, fact: Fact) -> int:

@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable
 
 from pipeline.rules.facts import Fact, FactKind, FactSet, extract_facts
+from pipeline.rules.intervals import time_of_day
 
-_CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?")
 _AT = re.compile(r"\s+(?:at|on|by)\s+(?:about\s+|around\s+)?", re.IGNORECASE)
 """What stands between a value and its time: "60.4 at 13:41"."""
 _POINT = re.compile(r'\[\s*"([^"]{8,40})"\s*,\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*\]')
@@ -45,11 +45,9 @@ def timed_values(text: str) -> list[tuple[int, int, Fact]]:
 
 
 def _clock(fact: Fact) -> tuple[int, int] | None:
-    match = _CLOCK.search(fact.key.rpartition("T")[2] if "T" in fact.key else fact.key)
-    if match is None:
-        return None
-    hours, minutes, seconds = match.groups()
-    return (int(hours) * 60 + int(minutes)) * 60 + int(seconds or 0), 1 if seconds else 60
+    """A timestamp's time of day in seconds, and its precision in seconds."""
+    found = time_of_day(fact)
+    return None if found is None else (found[0] // 1000, 1 if found[1] else 60)
 
 
 def timed_conflict(text: str, evidence: Iterable[str]) -> list[Fact]:
