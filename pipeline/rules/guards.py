@@ -365,10 +365,15 @@ def alert_state_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> lis
 
 _SHIFT_CLAIMED = re.compile(
     r"\bshift(?:ed|s)?\s+(up|down)(?:wards?)?\b"
-    r"|\b(?:no|not|n't|never)\s+(?:\w+\s+)?shift(?:ed|s)?\b()", re.IGNORECASE)
+    r"|\b(?:no|not|n't|never)\s+(?:\w+\s+)?shift(?:ed|s)?\b()"
+    # a series' state, said of it: "latency is up too", "the error rate stayed elevated" (not
+    # "flat" or "steady": said as often of a baseline, or of another series of the claim)
+    r"|\b(?:is|are|was|were|stayed|remained|stays|remains)\s+(?:still\s+|also\s+|clearly\s+)?"
+    r"(up|down|elevated|higher|lower)\b(?!\s+(?:to|from|at|by|than|before)\b)",
+    re.IGNORECASE)
 _SHIFT_STATED = re.compile(r"\bshifted\s+(up|down)\s+from\s+baseline\b|\bno\s+shift\b()",
                            re.IGNORECASE)
-_SHIFT_ALIASES = {"": "none"}
+_SHIFT_ALIASES = {"": "none", "elevated": "up", "higher": "up", "lower": "down"}
 
 
 def shift_conflict(text: str, evidence: Sequence[VerifiedEvidence]) -> list[Fact]:

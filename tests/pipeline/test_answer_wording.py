@@ -667,6 +667,13 @@ CPU_SERIES = json.dumps({"series": [{"summary": (
      Verification.DIRECT_OBSERVATION),
     ("pricing-api's request rate did not shift and peaked at 346 rps.",
      Verification.CONTRADICTED),
+    # a series' state said of it
+    ("pricing-api's CPU usage is up too, peaking at 1.04 cores.", Verification.CONTRADICTED),
+    ("pricing-api's CPU usage stayed elevated, peaking at 1.04 cores.",
+     Verification.CONTRADICTED),
+    ("pricing-api's request rate is up, peaking at 346 rps.", Verification.DIRECT_OBSERVATION),
+    ("pricing-api's CPU usage was higher than 0.9 cores, peaking at 1.04 cores.",
+     Verification.DIRECT_OBSERVATION),
 ])
 def test_wording__a_shift_is_held_to_the_one_its_series_states(
         answer: str, expected: Verification) -> None:
