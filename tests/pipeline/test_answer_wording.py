@@ -353,6 +353,30 @@ def test_wording__a_duration_between_two_stated_times_is_stated(
     assert evidence.supports(duration) is supported
 
 
+POD_STARTS = "\n".join([
+    "2026-11-30T14:02:21Z Normal Started pod/checkout-service-bd1f30671-2w9m4",
+    "2026-11-30T14:02:30Z Normal Started pod/checkout-service-bd1f30671-5dv2q",
+    "2026-11-30T14:02:39Z Normal Started pod/checkout-service-bd1f30671-57lcq",
+])
+
+
+@pytest.mark.parametrize("credulous", [True, False], ids=["credulous", "offline"])
+@pytest.mark.parametrize(("answer", "kept"), [
+    ("The new pods all came up within 30 seconds: 2w9m4 at 14:02:21, 5dv2q at 14:02:30 and "
+     "57lcq at 14:02:39.", True),
+    ("The new pods all came up within 5 seconds: 2w9m4 at 14:02:21, 5dv2q at 14:02:30 and "
+     "57lcq at 14:02:39.", False),
+])
+def test_wording__a_bound_worked_out_between_times_is_no_value_to_find(
+        answer: str, kept: bool, credulous: bool) -> None:
+    """The offline Verifier reads "within 30 seconds" of the times a claim binds as the post-check
+    does: a reading of them, not a value its evidence should state."""
+    report = _checked(answer, ("events.txt", POD_STARTS), credulous=credulous)
+    verification = report.claims[0].verification
+    assert (verification in (Verification.DIRECT_OBSERVATION,
+                             Verification.REASONABLE_INFERENCE)) is kept, report.claims[0].note
+
+
 # -- an alert's severity -------------------------------------------------------------------
 
 ALERTS = json.dumps({"alerts": [{
