@@ -198,7 +198,8 @@ def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
             if candidate in chosen:
                 continue
             found = [f for f in open_facts if candidate.facts.supports(f)
-                     and not (chosen and _settled(claim, f, facts, chosen[0], candidate))
+                     and not (chosen and _settled(claim, f, facts, chosen[0], candidate,
+                                                  candidates))
                      and not (start is not None and _picked(f, start, candidate, anchor))]
             overlap = len(words & candidate.words)
             if not found or not _in_context(claim, found, facts, candidate, overlap):
@@ -216,7 +217,7 @@ def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
 
 
 def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
-             candidate: _Candidate) -> bool:
+             candidate: _Candidate, candidates: Sequence[_Candidate] = ()) -> bool:
     """Whether the value that carries most of the claim already says otherwise about a fact
     of it, so that no other value may be taken for it.
 
@@ -228,7 +229,8 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
     identifier or a time: one of the same
     output, when the main value holds another of the claim's anchors and the two are records
     of one list ("the 15:07:42 failure was req-0790b42a" against the line of req-0790b42a at
-    15:07:55, while another line is at 15:07:42: a record's attributes swapped), unless the
+    15:07:55, while another line is at 15:07:42: a record's attributes swapped), or one of any
+    output when another record of that list states it (`_listed_beside`), unless the
     claim lists several of the fact's family. A value that names an anchor of the claim of
     its own (another pod, another time: a claim that lists several) is not held back, nor
     one of another output for a number the main one does not pair (claims join sources: "512
@@ -248,13 +250,27 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
             return False
         if sum(1 for f in facts if primary.facts.supports(f)) < 2:
             return False
-    elif (candidate.invocation is not primary.invocation
-          or _siblings(candidate.path) != _siblings(primary.path)
+    elif ((candidate.invocation is not primary.invocation
+           and not _listed_beside(fact, primary, candidates))
+          or (candidate.invocation is primary.invocation
+              and _siblings(candidate.path) != _siblings(primary.path))
           or any(f is not fact and _family(f) == _family(fact) for f in facts)  # a list
           or not any(primary.facts.supports(f) for f in anchors)):
         return False
     return not any(candidate.facts.supports(f) and not primary.facts.supports(f)
                    for f in anchors)
+
+
+def _listed_beside(fact: Fact, primary: _Candidate, candidates: Sequence[_Candidate]) -> bool:
+    """Whether another record of the main value's list states `fact`: the list's records are
+    what the claim speaks of ("the first 500 came from pod 2w9m4" against the line of that
+    500, which names 5dv2q, while other lines name 2w9m4), so another output naming it (the
+    event of 2w9m4's start) does not pair it with that record."""
+    if _RECORD_PATH.fullmatch(primary.path) is None:
+        return False
+    family = _siblings(primary.path)
+    return any(c.invocation is primary.invocation and c is not primary
+               and _siblings(c.path) == family and c.facts.supports(fact) for c in candidates)
 
 
 _ORDINAL = re.compile(

@@ -329,6 +329,29 @@ def test_wording__a_records_values_swapped_with_another_records_are_contradicted
     assert report.claims[0].verification is expected, report.claims[0].note
 
 
+POD_EVENTS = "\n".join([
+    "2026-12-07T14:58:02Z Normal Started pod/search-api-cda7299da-lfpm6",
+    "2026-12-07T14:58:09Z Normal Started pod/search-api-cda7299da-2twzm",
+])
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("The 15:07:21 failure (req-139bf1d6) came from pod search-api-cda7299da-lfpm6.",
+     Verification.CONTRADICTED),
+    ("The 15:07:21 failure (req-139bf1d6) came from pod search-api-cda7299da-2twzm.",
+     Verification.DIRECT_OBSERVATION),
+    # a claim that joins the two outputs on purpose, naming both records' times
+    ("search-api-cda7299da-lfpm6 started at 14:58:02 and failed at 15:07:18.",
+     Verification.DIRECT_OBSERVATION),
+])
+def test_wording__another_output_naming_the_pod_does_not_pair_it_with_the_record(
+        answer: str, expected: Verification) -> None:
+    """The line of req-139bf1d6 names 2twzm; lfpm6's start event, in another output, does not
+    make the 15:07:21 failure lfpm6's while other lines of the log name lfpm6."""
+    report = _checked(answer, ("search-api.log", SEARCH_LOG), ("events.txt", POD_EVENTS))
+    assert report.claims[0].verification is expected, report.claims[0].note
+
+
 def test_wording__a_number_paired_with_a_bare_one_is_held_to_its_pair() -> None:
     """"from 8 to 46 connections" against a deploy "from 8 to 64": the 46 of some other
     output (a mean of 45.8) is not taken for it."""
