@@ -4,11 +4,12 @@ stdout.
 
     python bench/checks.py [--cases DIR ...] [--repeat 3]
 
-The three shipped sets are measured, each on its own (`sets`): `bench/data/answers`, the set
-the rules were worked out on; `bench/data/answers-heldout`, written afterwards by someone who
-saw neither the checker's code nor its output (its misses have since been read: a development
-set now); and `bench/data/answers-heldout-2`, written later the same way, whose misses are
-not read, so that what the rules learnt is measured on answers they never saw.
+The four shipped sets are measured, each on its own (`sets`): `bench/data/answers`, the set
+the rules were worked out on; `bench/data/answers-heldout` and `bench/data/answers-heldout-2`,
+each written afterwards by someone who saw neither the checker's code nor its output, each
+measured once blind and its misses read since (development sets now); and
+`bench/data/answers-heldout-3`, written the same way, whose misses are not read, so that what
+the rules learnt is measured on answers they never saw.
 
 Each case is checked as `verity check-answer` checks it (plain files: its answer and evidence
 files, its question) on two paths, side by side:
@@ -135,19 +136,19 @@ def _measure(cases: list[Case], repeat: int) -> dict[str, Any]:
     }
 
 
-SETS = ("answers", "answers-heldout", "answers-heldout-2")
-"""The labelled sets under bench/data: the one the rules were worked out on, one written
-afterwards by someone who never saw the checker's code or output (`answers-heldout`, whose
-misses were read later), and a second such set whose misses are not read
-(`answers-heldout-2`)."""
+SETS = ("answers", "answers-heldout", "answers-heldout-2", "answers-heldout-3")
+"""The labelled sets under bench/data: the one the rules were worked out on, two written
+afterwards by someone who never saw the checker's code or output (`answers-heldout`,
+`answers-heldout-2`: their misses were read after their blind measurement), and a third such
+set whose misses are not read (`answers-heldout-3`)."""
 
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", action="append",
-                        help="a folder of labelled cases (repeatable; default: the three "
-                             "shipped sets, bench/data/answers, answers-heldout and "
-                             "answers-heldout-2)")
+                        help="a folder of labelled cases (repeatable; default: the four "
+                             "shipped sets, bench/data/answers, answers-heldout, "
+                             "answers-heldout-2 and answers-heldout-3)")
     parser.add_argument("--repeat", type=int, default=3, help="offline checks per case (best)")
     return parser.parse_args()
 
