@@ -6,8 +6,9 @@
 import { api } from "./api.js";
 import { append, badge, clear, el, label, section } from "./dom.js";
 
-// Verification classes in the order the counts show them; action and not_judged are the
-// claims nobody judged (recommended actions, or a run that ended before the Verifier).
+// Verification classes in the order the counts show them; not_judged: a claim nobody judged (a
+// run that ended before the Verifier); action: a recommended action, counted apart from the
+// claims (its own judgement, whether it follows from what was kept, is shown when selected).
 const ORDER = ["direct_observation", "reasonable_inference", "overstated", "unsupported",
   "external_unknown", "contradicted", "not_judged", "action"];
 const NAMES = { direct_observation: "observed", reasonable_inference: "inferred",
@@ -125,10 +126,19 @@ function showClaim(panel, claim) {
     el("p", { class: "claim-tags" }, el("span", { class: `chip v-${kind}`, id: "check-verification",
       dataset: { verification: kind } }, NAMES[kind]),
     " ", label(claim.kind), claim.critical ? " · critical" : null,
-    claim.hedged ? " · hedged" : null, claim.action ? " · recommended action" : null),
+    claim.hedged ? " · hedged" : null, claim.action ? " · recommended action" : null,
+    claim.action && claim.verification
+      ? [" · ", el("span", { class: `chip v-${claim.verification}`, id: "check-action-verification",
+        dataset: { verification: claim.verification } }, NAMES[claim.verification])]
+      : null),
     el("p", { class: "claim-text" }, claim.text));
   if (claim.note) panel.append(el("p", { class: "note", id: "check-note" }, "Why: ", claim.note));
-  if (claim.action) panel.append(el("p", { class: "empty" }, "A recommended action: not judged."));
+  if (claim.action) {
+    panel.append(el("p", { class: "empty" }, claim.verification
+      ? "A recommended action: it follows when what it names is in the claims kept, their "
+        + "evidence or the runbook steps the run retrieved."
+      : "A recommended action: not judged."));
+  }
   if (!claim.bindings.length) {
     if (!claim.action) panel.append(el("p", { class: "empty" }, "Bound to no tool output."));
     return;

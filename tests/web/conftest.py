@@ -93,7 +93,8 @@ class StoredCheck:
         return str(self.report["run_id"])
 
     def claim(self, verification: str | None, *, action: bool = False) -> dict[str, Any]:
-        """The report's one claim judged `verification` (None and action=True: the action)."""
+        """The report's one claim judged `verification` (action=True: the recommended
+        action judged so)."""
         found = [c for c in self.report["claims"]
                  if c["verification"] == verification and c["action"] is action]
         assert len(found) == 1, (verification, self.report["claims"])
@@ -104,7 +105,7 @@ class StoredCheck:
 def stored_check(world: World) -> StoredCheck:  # noqa: F811 - the shared world fixture
     """A new tenant whose one run is the offline check (format files) of `check/answer.md`
     against `check/list_deployments.json`: one claim observed, one contradicted, one
-    unsupported, one recommended action."""
+    unsupported, one recommended action (unsupported: it follows from no kept claim)."""
     secret = world.token()
     evidence = CHECK / "list_deployments.json"
     body = {"format": "files", "question": CHECK_QUESTION, "provider": "offline",
@@ -115,6 +116,8 @@ def stored_check(world: World) -> StoredCheck:  # noqa: F811 - the shared world 
     assert created.status_code == 201, created.text
     report: dict[str, Any] = created.json()
     judged = [(c["verification"], c["action"]) for c in report["claims"]]
+    # the action is judged too: "roll back checkout-service to v2.3.0" follows from no kept
+    # claim (the observed deploy names v2.3.1; the contradicted one is not kept)
     assert judged == [("direct_observation", False), ("contradicted", False),
-                      ("unsupported", False), (None, True)], judged
+                      ("unsupported", False), ("unsupported", True)], judged
     return StoredCheck(secret=secret, report=report)

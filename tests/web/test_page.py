@@ -142,13 +142,14 @@ def test_a_checked_answer_shows_as_written_each_claim_marked_beside_its_evidence
     answer = page.locator("#checked-answer")
     assert answer.text_content() == report["answer"]
     expected = {"direct_observation": "v-direct_observation", "contradicted": "v-contradicted",
-                "unsupported": "v-unsupported", None: "v-action"}
+                "unsupported": "v-unsupported"}
     for claim in report["claims"]:
         start, end = claim["span"]
         mark = answer.locator(f'.claim-span[data-claim="{claim["claim_id"]}"]')
         assert mark.text_content() == report["answer"][start:end] == claim["text"]
         classes = (mark.get_attribute("class") or "").split()
-        assert expected[claim["verification"]] in classes, (claim["claim_id"], classes)
+        wanted = "v-action" if claim["action"] else expected[claim["verification"]]
+        assert wanted in classes, (claim["claim_id"], classes)
         assert ("critical" in classes) is claim["critical"], (claim["claim_id"], classes)
     assert answer.locator(".claim-span").count() == len(report["claims"])
 
@@ -180,6 +181,14 @@ def test_a_checked_answer_shows_as_written_each_claim_marked_beside_its_evidence
     assert mark.get_attribute("aria-pressed") == "false"
     assert panel.locator("#check-note").text_content() == f"Why: {unsupported['note']}"
     assert panel.locator(".binding").count() == 0
+
+    # the recommended action: counted apart, its own judgement shown when selected
+    action = stored_check.claim("unsupported", action=True)
+    answer.locator(f'.claim-span[data-claim="{action["claim_id"]}"]').click()
+    assert panel.locator("#check-verification").get_attribute("data-verification") == "action"
+    assert panel.locator("#check-action-verification").get_attribute(
+        "data-verification") == "unsupported"
+    assert panel.locator("#check-note").text_content() == f"Why: {action['note']}"
 
 
 def test_a_checked_answer_is_shown_as_text_never_as_markup(
