@@ -31,8 +31,7 @@ def check_report(bundle: RunBundle, result: RunResult) -> CheckReport:
     claims = [_checked(c, checks.get(c.claim_id), downgrades.get(c.claim_id),
                        bindings.get(c.claim_id, [])) for c in bundle.imported.claims]
     steps = retrieved_steps(bundle.invocations)
-    claims = [c.model_copy(update=dict(zip(("verification", "note"), _action_check(
-        c, claims, steps), strict=True))) if c.action else c for c in claims]
+    claims = [_action_check(c, claims, steps) if c.action else c for c in claims]
     return CheckReport(
         run_id=result.run_id, question=bundle.query, format=bundle.imported.format,
         agent=bundle.imported.agent, verdict=result.verdict, status=result.status,
@@ -43,7 +42,7 @@ def check_report(bundle: RunBundle, result: RunResult) -> CheckReport:
 
 
 def _action_check(claim: CheckedClaim, claims: list[CheckedClaim], steps: list[str]
-                  ) -> tuple[Verification, str]:
+                  ) -> CheckedClaim:
     """A recommendation of the answer, judged against the claims of it that were kept and the
     runbook steps the run retrieved (`actions.recommendation_problem`): following from them, a
     reasonable inference (a next step is never an observation); otherwise unsupported."""
@@ -51,8 +50,10 @@ def _action_check(claim: CheckedClaim, claims: list[CheckedClaim], steps: list[s
                 for text in (c.text, *(b.matched_text for b in c.bindings))]
     problem = recommendation_problem(plain_text(claim.text), material=material, steps=steps)
     if problem is None:
-        return Verification.REASONABLE_INFERENCE, ACTION_FOLLOWS
-    return Verification.UNSUPPORTED, f"a next step that does not follow: it {problem}"
+        return claim.model_copy(update={"verification": Verification.REASONABLE_INFERENCE,
+                                        "note": ACTION_FOLLOWS})
+    return claim.model_copy(update={"verification": Verification.UNSUPPORTED,
+                                    "note": f"a next step that does not follow: it {problem}"})
 
 
 def _checked(claim: ImportedClaim, check: ClaimCheck | None, downgrade: str | None,

@@ -221,16 +221,15 @@ def _hold_to_evidence(
     known = evidence_facts(trusted, memo=memo) if trusted else None
     # single digits too: "slot 9" against "slot 8" is a changed number
     facts = extract_facts(text, single_digits=True) if known is not None else []
+    said = [item.matched_text for item in trusted]
     # "30 seconds later": the interval between two times it binds to, not a stated value
-    worked_out = interval_durations(text, [item.matched_text for item in trusted])
+    worked_out = interval_durations(text, said) if facts else []
     facts = [f for f in facts if f not in worked_out]
     differing = [f for f in facts if known is not None and known.conflicts(f)]
     differing += severity_conflict(text, trusted) + alert_state_conflict(text, trusted)
-    differing += attribute_conflict(text, [item.matched_text for item in trusted])
-    differing += account_conflict(text, [item.matched_text for item in trusted])
-    differing += timed_conflict(text, [item.matched_text for item in trusted])
-    differing += shift_conflict(text, trusted)
-    differing += listed_count_conflict(text, [item.matched_text for item in trusted])
+    differing += attribute_conflict(text, said) + account_conflict(text, said)
+    differing += timed_conflict(text, said) + shift_conflict(text, trusted)
+    differing += listed_count_conflict(text, said)
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
     if differing and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED
