@@ -4,8 +4,8 @@ untraced runs at the same moment, instead of whole scripts minutes apart.
 The worker (threads pool, the instant runtime of `bench/runtime.py`) runs with tracing on and
 `OTEL_TRACES_SAMPLER=traceidratio` at 0.5, exporting to an OTLP/HTTP sink in a process of its
 own that decodes and counts the spans. The sampler decides from the run id (`tracing.traced`),
-so this script picks each run's id to be traced or not, and runs, interleaved in a rotating
-order:
+so this script picks each run's id to be traced or not, and runs, interleaved (the traced and
+the untraced run second in turn):
 - latency: a bare canvas, a traced run, an untraced run, one after the other, `--runs` times;
 - throughput: a batch of bare canvases, of traced runs and of untraced runs, `--rounds` times,
   with the worker's CPU over each batch (the batch processor exports every
@@ -21,7 +21,7 @@ An untraced run here pays what a run pays with tracing off plus one sampling che
 and it shares the host with the export thread, so the move is tracing's cost on the run's own
 path; the export thread's CPU is in the worker CPU figures.
 
-    python bench/paired.py [--runs 300] [--batch 40] [--rounds 20] [--concurrency 8]
+    python bench/paired.py [--runs 320] [--batch 40] [--rounds 24] [--concurrency 8]
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ from bench.services import REDIS, Worker, log, scratch_database  # noqa: E402
 from bench.telemetry import _sink  # noqa: E402
 
 KINDS = ("bare", "traced", "untraced")
-BLOCK = 15
-"""Latency samples per block: each block gives one traced-against-untraced ratio."""
+BLOCK = 16
+"""Latency samples per block (even: both orders alike): each block gives one traced-against-
+untraced ratio."""
 
 
 def main() -> None:
@@ -84,16 +85,16 @@ def main() -> None:
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=300, help="latency samples per kind")
+    parser.add_argument("--runs", type=int, default=320, help="latency samples per kind")
     parser.add_argument("--batch", type=int, default=40, help="runs submitted at once")
-    parser.add_argument("--rounds", type=int, default=20, help="throughput batches per kind")
+    parser.add_argument("--rounds", type=int, default=24, help="throughput batches per kind")
     parser.add_argument("--concurrency", type=int, default=8, help="worker threads")
     parser.add_argument("--settle", type=float, default=1.2,
                         help="seconds after a batch before its CPU is read")
     args = parser.parse_args()
-    if args.runs < 2 * BLOCK or args.rounds < 2 or args.batch < 1:
-        raise SystemExit(f"--runs must be at least {2 * BLOCK}, --rounds at least 2 and "
-                         "--batch at least 1 (a spread needs two blocks)")
+    if args.runs < 2 * BLOCK or args.rounds < 4 or args.rounds % 2 or args.batch < 1:
+        raise SystemExit(f"--runs must be at least {2 * BLOCK}, --rounds an even number from 4 "
+                         "and --batch at least 1 (a spread needs two blocks, two pairs of rounds)")
     return args
 
 
@@ -174,14 +175,14 @@ def _measure(args: argparse.Namespace, worker: Worker) -> dict[str, Any]:
             one(kind)
     latency: dict[str, list[float]] = {k: [] for k in KINDS}
     for i in range(args.runs):
-        for kind in _rotated(i):
+        for kind in _ordered(i):
             latency[kind].append(one(kind))
     log("latency p50: " + ", ".join(f"{k} {statistics.median(v):.4f}s"
                                     for k, v in latency.items()))
     throughput: dict[str, list[float]] = {k: [] for k in KINDS}
     cpu: dict[str, list[float]] = {k: [] for k in KINDS}
     for round_ in range(args.rounds):
-        for kind in _rotated(round_):
+        for kind in _ordered(round_):
             before = worker.cpu_seconds()
             throughput[kind].append(
                 _throughput_bare(args.batch, canvas, TOOL_CALLS) if kind == "bare"
@@ -208,10 +209,11 @@ def _measure(args: argparse.Namespace, worker: Worker) -> dict[str, Any]:
     }
 
 
-def _rotated(i: int) -> tuple[str, ...]:
-    """KINDS in the order of sample `i`: each kind goes first, second and third in turn."""
-    shift = i % len(KINDS)
-    return KINDS[shift:] + KINDS[:shift]
+def _ordered(i: int) -> tuple[str, ...]:
+    """The kinds in the order of sample or round `i`: the bare canvas first, then the traced
+    and the untraced run each second in turn, so that a pair of samples cancels whatever the
+    place in the order does (a round's second batch was faster than its third by up to 15%)."""
+    return KINDS if i % 2 == 0 else ("bare", "untraced", "traced")
 
 
 def _ratios(kind: dict[str, Any], bare: dict[str, Any]) -> dict[str, float]:
@@ -238,14 +240,18 @@ def _moves(latency: dict[str, list[float]], throughput: dict[str, list[float]],
     return {
         "latency_p50_pct": _spread([block("traced", b) / block("untraced", b) for b in
                                     range(blocks)], unit="blocks"),
-        "throughput_pct": _spread([t / u for t, u in zip(throughput["traced"],
-                                                         throughput["untraced"], strict=True)],
-                                  unit="rounds"),
-        "worker_cpu_per_run_pct": _spread([t / u for t, u in zip(cpu["traced"], cpu["untraced"],
-                                                                 strict=True)], unit="rounds"),
+        "throughput_pct": _spread(_paired(throughput), unit="pairs of rounds"),
+        "worker_cpu_per_run_pct": _spread(_paired(cpu), unit="pairs of rounds"),
         "whole_latency_p50_pct": round(100 * (statistics.median(latency["traced"])
                                               / statistics.median(latency["untraced"]) - 1), 2),
     }
+
+
+def _paired(values: dict[str, list[float]]) -> list[float]:
+    """Traced against untraced per pair of rounds (one in each order): the geometric mean of
+    the two rounds' ratios."""
+    ratios = [t / u for t, u in zip(values["traced"], values["untraced"], strict=True)]
+    return [math.sqrt(a * b) for a, b in zip(ratios[::2], ratios[1::2], strict=False)]
 
 
 def _spread(ratios: list[float], *, unit: str) -> dict[str, Any]:
