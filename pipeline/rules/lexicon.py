@@ -304,12 +304,17 @@ involved besides otherwise apart according describe describes described recommen
 recommended burst bursts spread spreads
 search searches searched searching query queries queried querying lookup lookups
 attempt attempts attempted attempting try tries tried trying
+answer answers answered answering serve serves served serving write writes wrote written
+take takes took taking taken range ranges ranged ranging count counts counted counting
+cover covers covered covering
 """.split())
 """Words a claim may use beside those of the whole outputs of the tool calls it binds to: the
-narration of an incident ("the problems began", "new in this window", "latency rose") and of
-the queries that looked at it ("a deploy search across all services found nothing"); an
-attempt ("renewal attempts failed", "tried the invalid user admin") is what a failure or a
-retry is, as "retries" is; never a cause, a component or an event of its own."""
+narration of an incident ("the problems began", "new in this window", "latency rose"), of
+the queries that looked at it ("a deploy search across all services found nothing") and of
+the records they returned ("answered 322 requests with HTTP 503", "the slowest took 0.45 s",
+"response times ranged from 24 to 154 ms", "the log covers half a minute"); an attempt
+("renewal attempts failed", "tried the invalid user admin") is what a failure or a retry is,
+as "retries" is; never a cause, a component or an event of its own."""
 
 CLOSED_WORDS: frozenset[str] = frozenset("""
 all every always everywhere own likewise similarly how often long old ago

@@ -547,16 +547,42 @@ _COUNT_WORD = re.compile(
 def _uncounted(text: str) -> str:
     """`text` without the number words that count the identifiers or the times it lists
     after them ("two pods, billing-service-f48535746-w7v58 and billing-service-f48535746-srjwq",
-    "twice, at 16:01:46 and 16:03:11"): the claim states that count itself, and each
-    identifier or time is a fact of its own."""
+    "twice, at 16:01:46 and 16:03:11"), or the items of the first list that follows them in
+    their clause ("all three pods (48h9s, 97t2x, 6pwxh)", "four requests from 10.11.21.123,
+    .126, .134 and .136"): the claim states that count itself, and each item is its own."""
     for match in reversed(list(_COUNT_WORD.finditer(text))):
         after = extract_facts(text[match.end():])
         count = lexicon.NUMBER_WORDS[match.group(0).casefold()]
         ids = {f.key for f in after if f.kind is FactKind.IDENTIFIER}
         times = {f.key for f in after if f.kind is FactKind.TIMESTAMP and ":" in f.key}
-        if count in (len(ids), len(times)):  # times of day: "on Jul 10" is their day
+        # times of day: "on Jul 10" is their day
+        if count in (len(ids), len(times), _listed_after(text[match.end():])):
             text = text[:match.start()] + " " + text[match.end():]
     return text
+
+
+_ITEM = r"[^\s,;:()]+"
+_LIST = re.compile(rf"(?<![^\s(]){_ITEM}(?:\s*,\s*{_ITEM})*\s*,?\s+and\s+{_ITEM}"
+                   rf"|(?<![^\s(]){_ITEM}(?:\s*,\s*{_ITEM})+")
+_NAME_LIKE = re.compile(r"[\d._-]")
+"""What an item of a counted list has: a digit, a dot, a dash or an underscore (a pod's suffix,
+an address, a block), not a plain word ("pods, a and b" lists two)."""
+_CLAUSE_END = re.compile(r"[.;!?](?:\s|$)|\s[-–—]\s")
+_LIST_REACH = 6
+"""Words at most between a number word and the list it counts ("three orders-api pods (...)")."""
+
+
+def _listed_after(text: str) -> int:
+    """How many items the first list of `text`'s first clause has (names separated by commas
+    and a last "and", each `_NAME_LIKE`), when it begins within `_LIST_REACH` words; else 0."""
+    clause = text[:end.start()] if (end := _CLAUSE_END.search(text)) else text
+    found = _LIST.search(clause)
+    while found is not None and len(clause[:found.start()].split()) <= _LIST_REACH:
+        items = re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", found.group(0).strip())
+        if all(_NAME_LIKE.search(item) for item in items):
+            return len(items)
+        found = _LIST.search(clause, found.start() + 1)  # "pods, a-1 and b-2": from "a-1"
+    return 0
 
 
 _PERIOD = re.compile(r"\bevery(?=\s+\d)", re.IGNORECASE)

@@ -87,11 +87,29 @@ def test_wording__a_duration_in_words_is_the_same_fact_as_in_digits() -> None:
     ("The rejections hit three pods: pod-a1, pod-b2 and pod-c3.", None),
     ("The warnings come from three pods, pod-a1 and pod-b2.", "three"),
     ("The warnings come from two pods.", "two"),
+    ("The three pods (a1, b2, c3) log slow renders.", None),
+    ("Slow renders came from five pods: pod-a1, pod-b2, pod-c3 and pod-d4.", "five"),
+    ("All three of them are slow renders, every one.", "three"),
 ])
 def test_wording__a_count_in_words_is_said_when_the_claim_lists_that_many(
         text: str, unsaid: str | None) -> None:
     material = ["WARN [pod-a1] slow render", "WARN [pod-b2] slow render",
                 "WARN [pod-c3] slow render"]
+    problem = _unsaid(text, material)
+    assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
+
+
+@pytest.mark.parametrize(("text", "unsaid"), [
+    ("checkout-service answered 322 requests with HTTP 503.", None),
+    ("The slowest request took 0.4467819 s.", None),
+    ("Response times ranged from 24 to 154 ms.", None),
+    ("checkout-service served GET /api/cart with 200s.", None),
+    ("checkout-service answered with stale cache entries.", "stale"),
+])
+def test_wording__the_records_returned_are_narrated(text: str, unsaid: str | None) -> None:
+    material = ["checkout-service GET /api/cart 200 in 24 ms", "GET /api/cart 200 in 154 ms",
+                "322 x HTTP 503 Service Unavailable for GET /api/cart",
+                "slowest 0.4467819 s", "cache entries: 12"]
     problem = _unsaid(text, material)
     assert (problem is None) if unsaid is None else (problem and repr(unsaid) in problem)
 
