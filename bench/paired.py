@@ -22,6 +22,10 @@ and it shares the host with the export thread, so the move is tracing's cost on 
 path; the export thread's CPU is in the worker CPU figures.
 
     python bench/paired.py [--runs 320] [--batch 40] [--rounds 24] [--concurrency 8]
+    python bench/paired.py --pool A.json B.json ...
+
+`--pool` reads earlier outputs of this script and prints each move pooled over them (the mean
+weighted by the inverse of each output's variance, and twice the pooled standard error).
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ untraced ratio."""
 
 def main() -> None:
     args = _arguments()
+    if args.pool:
+        print(json.dumps(_pooled(args.pool), indent=2))
+        return
     ours, theirs = multiprocessing.Pipe()
     sink = multiprocessing.get_context("spawn").Process(target=_sink, args=(theirs,),
                                                         daemon=True)
@@ -91,7 +98,11 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=8, help="worker threads")
     parser.add_argument("--settle", type=float, default=1.2,
                         help="seconds after a batch before its CPU is read")
+    parser.add_argument("--pool", nargs="+", type=Path, default=None,
+                        help="pool the moves of these earlier outputs instead of measuring")
     args = parser.parse_args()
+    if args.pool:
+        return args
     if args.runs < 2 * BLOCK or args.rounds < 4 or args.rounds % 2 or args.batch < 1:
         raise SystemExit(f"--runs must be at least {2 * BLOCK}, --rounds an even number from 4 "
                          "and --batch at least 1 (a spread needs two blocks, two pairs of rounds)")
@@ -260,6 +271,38 @@ def _spread(ratios: list[float], *, unit: str) -> dict[str, Any]:
             "sd": round(100 * statistics.stdev(ratios), 2),
             "resolvable": round(200 * statistics.stdev(ratios) / math.sqrt(len(ratios)), 2),
             "each": [round(100 * (r - 1), 1) for r in ratios]}
+
+
+def _pooled(paths: list[Path]) -> dict[str, Any]:
+    """Each move over several outputs: their means weighted by the inverse of their variance
+    (the square of half the smallest move each resolves), and twice the pooled standard
+    error. An output read per round rather than per pair of rounds (this script before the
+    traced and untraced runs took the second place in turn) is refused."""
+    moves: dict[str, list[tuple[float, float]]] = {}
+    loads = []
+    for path in paths:
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+            measured = report["tracing_moves_the_ratio"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"--pool {path}: not an output of this script ({exc})") from None
+        if "pairs of rounds" not in measured.get("throughput_pct", {}):
+            raise SystemExit(f"--pool {path}: read per round, not per pair of rounds")
+        loads.append(report.get("load_average_1_5_15"))
+        for name, move in measured.items():
+            if isinstance(move, dict):
+                moves.setdefault(name, []).append((move["mean"], move["resolvable"] / 2))
+    pooled = {}
+    for name, values in moves.items():
+        weights = [1 / (se * se) if se > 0 else 0.0 for _, se in values]
+        if not sum(weights):
+            continue
+        mean = sum(w * m for w, (m, _) in zip(weights, values, strict=True)) / sum(weights)
+        pooled[name] = {"outputs": len(values), "mean": round(mean, 2),
+                        "resolvable": round(2 / math.sqrt(sum(weights)), 2),
+                        "each": [m for m, _ in values]}
+    return {"benchmark": "paired", "pooled": [str(p) for p in paths], "load_average_1_5_15":
+            loads, "tracing_moves_the_ratio": pooled}
 
 
 def _sampled_out_check(runs: Runs) -> dict[str, Any]:
