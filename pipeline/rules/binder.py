@@ -38,6 +38,7 @@ from pipeline.rules.facts import (
     FactSet,
     extract_facts,
 )
+from pipeline.rules.facts import identifier_family as _family
 from pipeline.rules.jsonpath import Segment, format_path
 from pipeline.rules.projection import RESERVED_KEYS, listing_header
 from pipeline.rules.statements import content_stems
@@ -555,17 +556,6 @@ def _near(claim: str, a: Fact, b: Fact) -> bool:
              for f in (a, b)]
     return any(max(x[0], y[0]) - min(x[1], y[1]) <= _PAIR_CHARS
                for x in spans[0] for y in spans[1])
-
-
-def _family(fact: Fact) -> tuple[str, str]:
-    """A fact's sort and, for an identifier, its text before its last `-` or `_` part: the
-    pods of one replica set (`checkout-service-bd1f30671-*`) are one family, request ids
-    (`req-*`) another, HDFS blocks (`blk_2304…`, `blk_-2826…`) a third."""
-    stem = _LAST_PART.sub("", fact.text) if fact.kind is FactKind.IDENTIFIER else ""
-    return fact.sort, stem.casefold()
-
-
-_LAST_PART = re.compile(r"[-_]+[^-_]*$")
 
 
 _RECORD = re.compile(r"\[\d+\].*$")

@@ -370,6 +370,17 @@ _COMPACT_TIME = re.compile(r"^(\d\d)(\d\d)(\d\d) (\d\d)(\d\d)(\d\d)$")
 """`yymmdd hhmmss` (HDFS's `081109 203615`), read as this century's date."""
 
 
+_LAST_PART = re.compile(r"[-_]+[^-_]*$")
+
+
+def identifier_family(fact: Fact) -> tuple[str, str]:
+    """A fact's sort and, for an identifier, its text before its last `-` or `_` part: the
+    pods of one replica set (`checkout-service-bd1f30671-*`) are one family, request ids
+    (`req-*`) another, HDFS blocks (`blk_2304…`, `blk_-2826…`) a third."""
+    stem = _LAST_PART.sub("", fact.text) if fact.kind is FactKind.IDENTIFIER else ""
+    return fact.sort, stem.casefold()
+
+
 def _timestamp_key(raw: str) -> str:
     """ISO timestamps with an offset become UTC; others keep their wall-clock text, as
     `<date>T<time>` (`Jun 5 10:01:02` is `jun-05T10:01:02`, fractions after a dot)."""

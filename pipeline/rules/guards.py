@@ -142,7 +142,8 @@ def claim_vocabulary(text: str) -> frozenset[str]:
 
 def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
                unsaid: Mapping[str, str] | None = None,
-               elsewhere: Mapping[str, str] | None = None) -> PostChecked:
+               elsewhere: Mapping[str, str] | None = None,
+               exclusive: Mapping[str, str] | None = None) -> PostChecked:
     """Hold the Verifier's claim checks to the verified evidence.
 
     Unknown claims are dropped, unchecked claims count as unsupported, evidence refs must name
@@ -150,7 +151,8 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
     nothing: a claim resting only on it, or stating a fact only it states, is unsupported.
     Each fact of a claim is compared with the facts of the same kind and shape in the claim's
     own verified evidence (`FactSet.conflicts`): one that differs from every such value makes
-    the claim contradicted, whatever the model said. Otherwise a
+    the claim contradicted, whatever the model said, as does an identifier it gives as the only
+    one that another record of its list belies (`exclusive`, `exclusive_conflicts`). Otherwise a
     direct_observation whose facts are not all in its evidence is downgraded (unsupported
     without evidence, overstated with facts missing), and one worded from outputs of the run
     it does not bind to (`elsewhere`, `unsaid_words`) is a reasonable inference at most. Each
@@ -183,6 +185,7 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
         check, notes = _hold_to_evidence(check, claim.text, evidence, known_refs=known_refs,
                                          memo=memo, unsaid=(unsaid or {}).get(claim.claim_id),
                                          elsewhere=(elsewhere or {}).get(claim.claim_id),
+                                         exclusive=(exclusive or {}).get(claim.claim_id),
                                          negative=claim.kind is ClaimKind.NEGATIVE_OBSERVATION)
         downgrades.extend(notes)
         checks.append(check)
@@ -204,7 +207,7 @@ def _known_refs(evidence: Sequence[VerifiedEvidence]) -> frozenset[str]:
 def _hold_to_evidence(
     check: ClaimCheck, text: str, evidence: list[VerifiedEvidence], *,
     known_refs: frozenset[str], memo: FactMemo, negative: bool = False,
-    unsaid: str | None = None, elsewhere: str | None = None,
+    unsaid: str | None = None, elsewhere: str | None = None, exclusive: str | None = None,
 ) -> tuple[ClaimCheck, list[str]]:
     notes: list[str] = []
     refs = [ref for ref in check.evidence_refs if ref in known_refs]
@@ -231,11 +234,12 @@ def _hold_to_evidence(
     differing += timed_conflict(text, said) + shift_conflict(text, trusted)
     differing += listed_count_conflict(text, said)
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
-    if differing and verification is not Verification.CONTRADICTED:
+    if (differing or exclusive) and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED
         listed = ", ".join(f"{f.text} ({f.sort})" for f in differing)
-        notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted (differs "
-                     f"from every value of its kind in its evidence: {listed})")
+        why = (f"differs from every value of its kind in its evidence: {listed}" if differing
+               else exclusive)
+        notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted ({why})")
     elif planted and verification not in _WITHHELD:
         verification = Verification.UNSUPPORTED
         listed = ", ".join(f.text for f in planted)

@@ -10,6 +10,7 @@ from models.evaluation import StageStatus
 from models.invocation import ToolInvocation
 from models.state import PipelineState
 from pipeline.rules.actions import runbook_steps
+from pipeline.rules.exclusive import exclusive_conflicts
 from pipeline.rules.executor_output import parse_executor_output
 from pipeline.rules.gatekeeper import gatekeep, schema_problems
 from pipeline.rules.guards import unsaid_words
@@ -55,7 +56,8 @@ def gatekeep_node(
     wording = unsaid_words(outcome, invocations)
     outcome = outcome.model_copy(update={
         "verified_evidence": mark_untrusted(outcome.verified_evidence, invocations),
-        "unsaid": wording.unsaid, "worded_elsewhere": wording.elsewhere})
+        "unsaid": wording.unsaid, "worded_elsewhere": wording.elsewhere,
+        "exclusive": exclusive_conflicts(outcome, invocations)})
     if state.unverifiable_critical:
         warnings = [*outcome.result.warnings, *(
             f"critical claim {claim_id} of the imported answer: no tool output states its "

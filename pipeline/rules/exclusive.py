@@ -1,0 +1,135 @@
+"""A claim that gives one identifier as the only one ("the errors come from
+search-api-cda7299da-2twzm only", "all 49 coupon lines came from pod r6mx2"), read against the
+whole list of records it binds into: a record of that list of the kind the claim speaks of
+that names another identifier of the same family (another pod of the replica set, another
+host of the cluster) and not this one contradicts it.
+
+The post-check sees only the values a claim binds to, one record of the list; "only" is about
+every other record, so the gatekeep node reads the lists (`exclusive_conflicts`) and the
+post-check makes such a claim contradicted, as it does a differing value.
+
+The records the claim speaks of are those that hold every word of the claim that tells
+records of the list apart (a word some records use and others do not: "errors" against the
+`"level": "ERROR"` of some; the identifier's own words and the words of exclusivity aside).
+A claim with no such word speaks of the whole list. Pure functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from models.gatekeeper import GatekeeperOutcome
+from models.invocation import ToolInvocation
+from pipeline.rules.facts import Fact, FactKind, extract_facts, identifier_family
+from pipeline.rules.jsonpath import PathError, resolve
+from pipeline.rules.statements import content_stems
+
+_NOUN = (r"(?:(?:the|one|a\s+single)\s+)?(?:(?:pod|host|node|container|instance|thread|server"
+         r"|machine|replica|process|worker|client|address|user|account)s?\s+)?[`'\"(]?")
+_ONLY_BEFORE = re.compile(
+    r"\b(?:only|solely|exclusively)\s+(?:(?:on|from|in|by|at|to)\s+)?" + _NOUN + r"$",
+    re.IGNORECASE)
+"""Exclusivity just before the identifier: "only from pod X", "solely on X"."""
+_ONLY_AFTER = re.compile(r"^[`'\")]*\s*(?:only|alone|exclusively)\b", re.IGNORECASE)
+"""Just after it: "from X only", "X alone"."""
+_ALL_FROM = re.compile(
+    r"\b(?:all|every|each)\b[^.;:(),]*\b(?:from|on|by)\s+" + _NOUN + r"$", re.IGNORECASE)
+"""A whole set given one source: "all 49 lines came from pod X", "every failure on X"."""
+_EXCLUSIVE_STEMS = content_stems("only solely exclusively alone all every each single come "
+                                 "came from")
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def claims_only(text: str) -> list[Fact]:
+    """The identifiers `text` gives as the only ones of what it speaks of."""
+    named = []
+    for fact in extract_facts(text):
+        if fact.kind is not FactKind.IDENTIFIER:
+            continue
+        at = text.find(fact.text)
+        if at < 0:
+            continue
+        before, after = text[:at], text[at + len(fact.text):]
+        if (_ONLY_BEFORE.search(before) or _ONLY_AFTER.search(after)
+                or _ALL_FROM.search(before)):
+            named.append(fact)
+    return named
+
+
+def exclusivity_problem(text: str, only: Fact, records: Sequence[str]) -> str | None:
+    """Why `text`, which gives `only` as the only identifier of its family for what it speaks
+    of, is contradicted by `records` (the texts of the records of one list): the first record
+    it speaks of that names another of that family and not `only`; None when none does.
+
+    What it speaks of is read in the clause that names `only` ("only pod lfpm6 fails; 2twzm
+    keeps serving" speaks of failures). An identifier given by its last part ("lfpm6") has
+    the family of the records' identifiers that end with it (`search-api-cda7299da-lfpm6`)."""
+    clause = next((c for c in re.split(r"[;:]\s|\.\s", text) if only.text in c), text)
+    stems = [content_stems(r) for r in records]
+    words = content_stems(clause) - content_stems(only.text) - _EXCLUSIVE_STEMS
+    telling = {w for w in words if any(w in s for s in stems) and not all(w in s for s in stems)}
+    facts = [[f for f in extract_facts(r) if f.kind is FactKind.IDENTIFIER] for r in records]
+
+    def names_it(fact: Fact) -> bool:
+        return fact.key == only.key or fact.key.endswith(("-" + only.key, "_" + only.key))
+
+    family = next((identifier_family(f) for listed in facts for f in listed if names_it(f)),
+                  identifier_family(only))
+    for held, listed in zip(stems, facts, strict=True):
+        if not telling <= held or any(names_it(f) for f in listed):
+            continue
+        other = next((f for f in listed if identifier_family(f) == family), None)
+        if other is not None:
+            return f"says only {only.text}, but a record it speaks of names {other.text}"
+    return None
+
+
+def exclusive_conflicts(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
+                        ) -> dict[str, str]:
+    """Per verified claim id: why its "only" is contradicted by the list of records it binds
+    into (`exclusivity_problem`); claims without one left out."""
+    outputs = {i.tool_call_id: i for i in invocations}
+    documents: dict[str, Any] = {}
+    conflicts: dict[str, str] = {}
+    for claim in outcome.verified_output.claims:
+        named = claims_only(claim.text)
+        if not named:
+            continue
+        seen: set[tuple[str, str]] = set()
+        for item in outcome.verified_evidence:
+            listed = _list_path(item.path)
+            call = outputs.get(item.invocation_id)
+            if (item.claim_id != claim.claim_id or listed is None or call is None
+                    or call.projection is None or (item.invocation_id, listed) in seen):
+                continue
+            seen.add((item.invocation_id, listed))
+            if item.invocation_id not in documents:
+                documents[item.invocation_id] = call.projection.model_dump(mode="json")
+            records = _records(documents[item.invocation_id], listed)
+            problem = next((p for fact in named
+                            if (p := exclusivity_problem(claim.text, fact, records))), None)
+            if problem is not None:
+                conflicts[claim.claim_id] = problem
+                break
+    return conflicts
+
+
+def _list_path(path: str) -> str | None:
+    """The list a bound value's record stands in (`$.hits[6].pod` → `$.hits`), its last
+    index's; None for a value in no list."""
+    indexes = list(_INDEX.finditer(path))
+    return path[:indexes[-1].start()] if indexes else None
+
+
+def _records(document: Any, path: str) -> list[str]:
+    try:
+        listed = resolve(document, path)
+    except PathError:
+        return []
+    if not isinstance(listed, list):
+        return []
+    return [r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, sort_keys=True)
+            for r in listed]
