@@ -118,8 +118,9 @@ class GatekeeperOutcome(Contract):
         description="Per verified claim id: the words it uses that the outputs it binds to do "
         "not use but another output of the run does; the claim reads across the run's outputs, "
         "so the post-check holds it to a reasonable inference at most.")
-    exclusive: dict[str, str] = Field(
+    belied: dict[str, str] = Field(
         default_factory=dict,
-        description="Per verified claim id: why the one identifier it gives as the only one "
-        "(\"the errors come from pod X only\") is not, by another record of the list it binds "
-        "into; the post-check makes such a claim contradicted.")
+        description="Per verified claim id: what another record of a list it binds into says "
+        "against it (the identifier it gives as the only one is not: \"the errors come from "
+        "pod X only\"; the value it gives as the slowest is not); the post-check makes such a "
+        "claim contradicted.")

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from models.gatekeeper import GatekeeperOutcome
@@ -87,41 +88,52 @@ def exclusivity_problem(text: str, only: Fact, records: Sequence[str]) -> str | 
     return None
 
 
-def exclusive_conflicts(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
-                        ) -> dict[str, str]:
-    """Per verified claim id: why its "only" is contradicted by the list of records it binds
-    into (`exclusivity_problem`); claims without one left out."""
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A list of records a claim binds into: the record it binds to, and every record."""
+
+    bound: str
+    records: list[str]
+
+
+def claim_lists(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
+                ) -> dict[str, list[Listed]]:
+    """Per verified claim id: the lists of records its bindings stand in (`$.hits[6].pod`:
+    `$.hits`, each record as JSON text; a text output's `$.lines`), each once."""
     outputs = {i.tool_call_id: i for i in invocations}
     documents: dict[str, Any] = {}
+    lists: dict[str, list[Listed]] = {}
+    seen: set[tuple[str, str, str]] = set()
+    for item in outcome.verified_evidence:
+        at = list(_INDEX.finditer(item.path))
+        call = outputs.get(item.invocation_id)
+        if not at or call is None or call.projection is None:
+            continue
+        listed = item.path[:at[-1].start()]
+        if (item.claim_id, item.invocation_id, listed) in seen:
+            continue
+        seen.add((item.claim_id, item.invocation_id, listed))
+        if item.invocation_id not in documents:
+            documents[item.invocation_id] = call.projection.model_dump(mode="json")
+        records = _records(documents[item.invocation_id], listed)
+        index = int(at[-1].group(1))
+        if 0 <= index < len(records):
+            lists.setdefault(item.claim_id, []).append(Listed(records[index], records))
+    return lists
+
+
+def exclusive_conflicts(outcome: GatekeeperOutcome, lists: Mapping[str, list[Listed]]
+                        ) -> dict[str, str]:
+    """Per verified claim id: why its "only" is contradicted by a list of records it binds
+    into (`exclusivity_problem`, `claim_lists`); claims without one left out."""
     conflicts: dict[str, str] = {}
     for claim in outcome.verified_output.claims:
         named = claims_only(claim.text)
-        if not named:
-            continue
-        seen: set[tuple[str, str]] = set()
-        for item in outcome.verified_evidence:
-            listed = _list_path(item.path)
-            call = outputs.get(item.invocation_id)
-            if (item.claim_id != claim.claim_id or listed is None or call is None
-                    or call.projection is None or (item.invocation_id, listed) in seen):
-                continue
-            seen.add((item.invocation_id, listed))
-            if item.invocation_id not in documents:
-                documents[item.invocation_id] = call.projection.model_dump(mode="json")
-            records = _records(documents[item.invocation_id], listed)
-            problem = next((p for fact in named
-                            if (p := exclusivity_problem(claim.text, fact, records))), None)
-            if problem is not None:
-                conflicts[claim.claim_id] = problem
-                break
+        problem = next((p for listed in lists.get(claim.claim_id, []) for fact in named
+                        if (p := exclusivity_problem(claim.text, fact, listed.records))), None)
+        if problem is not None:
+            conflicts[claim.claim_id] = problem
     return conflicts
-
-
-def _list_path(path: str) -> str | None:
-    """The list a bound value's record stands in (`$.hits[6].pod` → `$.hits`), its last
-    index's; None for a value in no list."""
-    indexes = list(_INDEX.finditer(path))
-    return path[:indexes[-1].start()] if indexes else None
 
 
 def _records(document: Any, path: str) -> list[str]:

@@ -74,14 +74,15 @@ class Wording:
     lines; "the acquirer behind payment-gateway" bound to the deploy, the word in the logs)."""
 
 
-def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
-                 ) -> Wording:
+def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation], *,
+                 allowed: Mapping[str, frozenset[str]] | None = None) -> Wording:
     """Per verified claim: the content words it uses that no whole output of the tool calls it
     binds to uses (a line of a text output: that line), nor the narration of an incident
     (`lexicon.CLAIM_WORDS`), split by whether some other output of the run uses them. An
     excerpt is short ("1432"), so the claim's words are looked for in the whole stored
     projection ("checkout-service logged 1432 errors, returning HTTP 500" is read against the
-    log search); "a memory leak in the product cache" is in none of them."""
+    log search); "a memory leak in the product cache" is in none of them. `allowed`: words a
+    claim may use besides, by claim id (a superlative its list bears out, `extremes`)."""
     outputs = {i.tool_call_id: i for i in invocations}
     texts: dict[str, str] = {}
 
@@ -110,7 +111,8 @@ def unsaid_words(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocatio
                 material.append(whole(item.invocation_id))
             material += [item.matched_text, item.tool_name,
                          _TOOL_WORDS.sub(" ", item.tool_name), *scope_text(item.scope)]
-        vocabulary = claim_vocabulary(claim.text)
+        vocabulary = claim_vocabulary(claim.text) | (allowed or {}).get(claim.claim_id,
+                                                                        frozenset())
         problem = grounding_problem(claim.text, material, vocabulary=vocabulary,
                                     words_only=True)
         if problem is None:
@@ -143,7 +145,7 @@ def claim_vocabulary(text: str) -> frozenset[str]:
 def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
                unsaid: Mapping[str, str] | None = None,
                elsewhere: Mapping[str, str] | None = None,
-               exclusive: Mapping[str, str] | None = None) -> PostChecked:
+               belied: Mapping[str, str] | None = None) -> PostChecked:
     """Hold the Verifier's claim checks to the verified evidence.
 
     Unknown claims are dropped, unchecked claims count as unsupported, evidence refs must name
@@ -151,8 +153,9 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
     nothing: a claim resting only on it, or stating a fact only it states, is unsupported.
     Each fact of a claim is compared with the facts of the same kind and shape in the claim's
     own verified evidence (`FactSet.conflicts`): one that differs from every such value makes
-    the claim contradicted, whatever the model said, as does an identifier it gives as the only
-    one that another record of its list belies (`exclusive`, `exclusive_conflicts`). Otherwise a
+    the claim contradicted, whatever the model said, as does another record of a list it binds
+    into that belies it (`belied`: an identifier given as the only one, a value as the
+    slowest). Otherwise a
     direct_observation whose facts are not all in its evidence is downgraded (unsupported
     without evidence, overstated with facts missing), and one worded from outputs of the run
     it does not bind to (`elsewhere`, `unsaid_words`) is a reasonable inference at most. Each
@@ -185,7 +188,7 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
         check, notes = _hold_to_evidence(check, claim.text, evidence, known_refs=known_refs,
                                          memo=memo, unsaid=(unsaid or {}).get(claim.claim_id),
                                          elsewhere=(elsewhere or {}).get(claim.claim_id),
-                                         exclusive=(exclusive or {}).get(claim.claim_id),
+                                         belied=(belied or {}).get(claim.claim_id),
                                          negative=claim.kind is ClaimKind.NEGATIVE_OBSERVATION)
         downgrades.extend(notes)
         checks.append(check)
@@ -207,7 +210,7 @@ def _known_refs(evidence: Sequence[VerifiedEvidence]) -> frozenset[str]:
 def _hold_to_evidence(
     check: ClaimCheck, text: str, evidence: list[VerifiedEvidence], *,
     known_refs: frozenset[str], memo: FactMemo, negative: bool = False,
-    unsaid: str | None = None, elsewhere: str | None = None, exclusive: str | None = None,
+    unsaid: str | None = None, elsewhere: str | None = None, belied: str | None = None,
 ) -> tuple[ClaimCheck, list[str]]:
     notes: list[str] = []
     refs = [ref for ref in check.evidence_refs if ref in known_refs]
@@ -234,11 +237,11 @@ def _hold_to_evidence(
     differing += timed_conflict(text, said) + shift_conflict(text, trusted)
     differing += listed_count_conflict(text, said)
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
-    if (differing or exclusive) and verification is not Verification.CONTRADICTED:
+    if (differing or belied) and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED
         listed = ", ".join(f"{f.text} ({f.sort})" for f in differing)
         why = (f"differs from every value of its kind in its evidence: {listed}" if differing
-               else exclusive)
+               else belied)
         notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted ({why})")
     elif planted and verification not in _WITHHELD:
         verification = Verification.UNSUPPORTED

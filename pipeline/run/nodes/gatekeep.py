@@ -10,8 +10,9 @@ from models.evaluation import StageStatus
 from models.invocation import ToolInvocation
 from models.state import PipelineState
 from pipeline.rules.actions import runbook_steps
-from pipeline.rules.exclusive import exclusive_conflicts
+from pipeline.rules.exclusive import claim_lists, exclusive_conflicts
 from pipeline.rules.executor_output import parse_executor_output
+from pipeline.rules.extremes import extreme_values
 from pipeline.rules.gatekeeper import gatekeep, schema_problems
 from pipeline.rules.guards import unsaid_words
 from pipeline.rules.verdict import imported_ceiling
@@ -53,11 +54,16 @@ def gatekeep_node(
     """Run the Gatekeeper and mark the evidence that reads as instructions to an agent; a
     reject records its failure stage."""
     outcome = gatekeep(document, invocations)
-    wording = unsaid_words(outcome, invocations)
+    lists = claim_lists(outcome, invocations)
+    superlatives = extreme_values(outcome, lists)
+    wording = unsaid_words(outcome, invocations, allowed={
+        claim_id: extreme.held for claim_id, extreme in superlatives.items()})
+    belied = {claim_id: extreme.problem for claim_id, extreme in superlatives.items()
+              if extreme.problem is not None}
     outcome = outcome.model_copy(update={
         "verified_evidence": mark_untrusted(outcome.verified_evidence, invocations),
         "unsaid": wording.unsaid, "worded_elsewhere": wording.elsewhere,
-        "exclusive": exclusive_conflicts(outcome, invocations)})
+        "belied": {**belied, **exclusive_conflicts(outcome, lists)}})
     if state.unverifiable_critical:
         warnings = [*outcome.result.warnings, *(
             f"critical claim {claim_id} of the imported answer: no tool output states its "

@@ -45,7 +45,7 @@ def verify_node(
                   "budget_exceeded": isinstance(exc, BudgetExceededError)}
         return state.model_copy(update=update)
     checked = post_check(output, verifier_input, unsaid=outcome.unsaid,
-                         elsewhere=outcome.worded_elsewhere, exclusive=outcome.exclusive)
+                         elsewhere=outcome.worded_elsewhere, belied=outcome.belied)
     assert state.verdict_ceiling is not None
     verdict = effective_verdict(
         output.verdict, claims=outcome.verified_output.claims, checks=checked.claim_checks,
