@@ -45,9 +45,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.runtime import _close_client, _figures, _ratio, _throughput_bare  # noqa: E402
+from bench.runtime import close_client, ratio, run_figures, throughput_bare  # noqa: E402
 from bench.services import REDIS, Worker, log, scratch_database  # noqa: E402
-from bench.telemetry import _sink  # noqa: E402
+from bench.telemetry import span_sink  # noqa: E402
 
 KINDS = ("bare", "traced", "untraced")
 BLOCK = 16
@@ -61,7 +61,7 @@ def main() -> None:
         print(json.dumps(_pooled(args.pool), indent=2))
         return
     ours, theirs = multiprocessing.Pipe()
-    sink = multiprocessing.get_context("spawn").Process(target=_sink, args=(theirs,),
+    sink = multiprocessing.get_context("spawn").Process(target=span_sink, args=(theirs,),
                                                         daemon=True)
     sink.start()
     url = ours.recv()
@@ -87,7 +87,7 @@ def main() -> None:
                           received["spans"] / max(report.pop("otlp_traced_runs_submitted"), 1),
                           2)}
     print(json.dumps(report, indent=2))
-    _close_client()
+    close_client()
 
 
 def _arguments() -> argparse.Namespace:
@@ -196,14 +196,14 @@ def _measure(args: argparse.Namespace, worker: Worker) -> dict[str, Any]:
         for kind in _ordered(round_):
             before = worker.cpu_seconds()
             throughput[kind].append(
-                _throughput_bare(args.batch, canvas, TOOL_CALLS) if kind == "bare"
+                throughput_bare(args.batch, canvas, TOOL_CALLS) if kind == "bare"
                 else runs.throughput(kind, args.batch))
             time.sleep(args.settle)
             cpu[kind].append((worker.cpu_seconds() - before) / args.batch)
         log(f"round {round_ + 1}: " + ", ".join(
             f"{k} {throughput[k][-1]:.1f} runs/s {1000 * cpu[k][-1]:.1f} ms CPU" for k in KINDS))
     runs.runtime.store.close()
-    figures = {k: _figures(latency[k], throughput[k],
+    figures = {k: run_figures(latency[k], throughput[k],
                            cpu_s_per_run=statistics.fmean(cpu[k])) for k in KINDS}
     return {
         "benchmark": "paired", "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
@@ -229,10 +229,10 @@ def _ordered(i: int) -> tuple[str, ...]:
 
 def _ratios(kind: dict[str, Any], bare: dict[str, Any]) -> dict[str, float]:
     return {
-        "latency_p50": _ratio(kind["latency_s"]["p50"], bare["latency_s"]["p50"]),
-        "latency_p90": _ratio(kind["latency_s"]["p90"], bare["latency_s"]["p90"]),
-        "throughput": _ratio(kind["throughput_runs_per_s"], bare["throughput_runs_per_s"]),
-        "worker_cpu_per_run": _ratio(kind["worker_cpu_ms_per_run"],
+        "latency_p50": ratio(kind["latency_s"]["p50"], bare["latency_s"]["p50"]),
+        "latency_p90": ratio(kind["latency_s"]["p90"], bare["latency_s"]["p90"]),
+        "throughput": ratio(kind["throughput_runs_per_s"], bare["throughput_runs_per_s"]),
+        "worker_cpu_per_run": ratio(kind["worker_cpu_ms_per_run"],
                                      bare["worker_cpu_ms_per_run"]),
     }
 

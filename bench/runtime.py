@@ -60,7 +60,7 @@ def main() -> None:
     report["tracing"] = {"on": args.tracing, "otlp_url": args.otlp_url,
                          "otlp_requests_received": sink.requests if sink else 0}
     print(json.dumps(report, indent=2))
-    _close_client()
+    close_client()
 
 
 class TraceSink:
@@ -74,7 +74,7 @@ class TraceSink:
         self.requests += 1
 
 
-def _close_client() -> None:
+def close_client() -> None:
     """Exit without running Celery's AsyncResult finalizers at interpreter shutdown (they
     try to reach Redis after the import system is gone and print a traceback)."""
     sys.stdout.flush()
@@ -123,10 +123,10 @@ def _run(args: argparse.Namespace, db_url: str) -> dict[str, Any]:
             reconciler_after = reconciler.report()
     reconciler_figures = _reconciler_figures(reconciler_compare, reconciler_after)
     ratios = {
-        "latency_p50": _ratio(instant["latency_s"]["p50"], bare["latency_s"]["p50"]),
-        "latency_p90": _ratio(instant["latency_s"]["p90"], bare["latency_s"]["p90"]),
-        "throughput": _ratio(instant["throughput_runs_per_s"], bare["throughput_runs_per_s"]),
-        "worker_cpu_per_run": _ratio(instant["worker_cpu_ms_per_run"],
+        "latency_p50": ratio(instant["latency_s"]["p50"], bare["latency_s"]["p50"]),
+        "latency_p90": ratio(instant["latency_s"]["p90"], bare["latency_s"]["p90"]),
+        "throughput": ratio(instant["throughput_runs_per_s"], bare["throughput_runs_per_s"]),
+        "worker_cpu_per_run": ratio(instant["worker_cpu_ms_per_run"],
                                      bare["worker_cpu_ms_per_run"]),
     }
     return {
@@ -202,7 +202,7 @@ def _compare(args: argparse.Namespace,
         return runs_per_s
 
     for round_ in range(args.rounds):  # alternate who goes first: drift hits both alike
-        pair = [lambda: bare_tp.append(timed("bare", lambda: _throughput_bare(
+        pair = [lambda: bare_tp.append(timed("bare", lambda: throughput_bare(
                     args.batch, canvas, TOOL_CALLS))),
                 lambda: inst_tp.append(timed("instant", lambda: _throughput_runs(
                     client, args.batch, data_source=None, query="bench")))]
@@ -210,11 +210,11 @@ def _compare(args: argparse.Namespace,
             measure()
     runtime.store.close()
     runs = args.rounds * args.batch
-    return (_figures(bare_lat, bare_tp, cpu_s_per_run=cpu["bare"] / runs),
-            _figures(inst_lat, inst_tp, cpu_s_per_run=cpu["instant"] / runs))
+    return (run_figures(bare_lat, bare_tp, cpu_s_per_run=cpu["bare"] / runs),
+            run_figures(inst_lat, inst_tp, cpu_s_per_run=cpu["instant"] / runs))
 
 
-def _throughput_bare(batch: int, canvas: Any, tool_calls: int) -> float:
+def throughput_bare(batch: int, canvas: Any, tool_calls: int) -> float:
     start = time.perf_counter()
     results = [canvas(tool_calls).apply_async() for _ in range(batch)]
     for result in results:
@@ -264,7 +264,7 @@ def _offline(args: argparse.Namespace) -> dict[str, Any]:
             latencies.append(record.finished_at.timestamp() - start)
     throughput = [_throughput_runs(client, args.batch, data_source=source, query=QUESTION)]
     runtime.store.close()
-    figures = _figures(latencies, throughput)
+    figures = run_figures(latencies, throughput)
     figures["scenario"] = SCENARIO
     return figures
 
@@ -288,7 +288,7 @@ def _memory(worker: Worker, inflight: int) -> dict[str, Any]:
             "succeeded": statuses.count("SUCCESS"), "elapsed_s": round(elapsed, 2)}
 
 
-def _figures(latencies: list[float], throughput: list[float],
+def run_figures(latencies: list[float], throughput: list[float],
              cpu_s_per_run: float | None = None) -> dict[str, Any]:
     ordered = sorted(latencies)
     cpu = {} if cpu_s_per_run is None else {
@@ -304,7 +304,7 @@ def _figures(latencies: list[float], throughput: list[float],
     }
 
 
-def _ratio(a: float, b: float) -> float:
+def ratio(a: float, b: float) -> float:
     return round(a / b, 3) if b else float("nan")
 
 

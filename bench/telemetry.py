@@ -83,7 +83,7 @@ def measure(rounds: int) -> dict[str, float]:
             "per_run_cpu_us_median": round(statistics.median(cpus) * 1e6, 1)}
 
 
-def _sink(pipe: Any) -> None:
+def span_sink(pipe: Any) -> None:
     """A child process: an OTLP/HTTP endpoint that decodes each export and counts its spans
     (its own CPU is not this process's)."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -117,7 +117,7 @@ def main() -> None:
         os.environ.pop(name, None)
     off = measure(args.rounds)
     ours, theirs = multiprocessing.Pipe()
-    sink = multiprocessing.get_context("spawn").Process(target=_sink, args=(theirs,),
+    sink = multiprocessing.get_context("spawn").Process(target=span_sink, args=(theirs,),
                                                         daemon=True)
     sink.start()
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = ours.recv()
