@@ -37,6 +37,7 @@ from pipeline.rules.facts import (
     FactKind,
     FactSet,
     extract_facts,
+    form_of,
 )
 from pipeline.rules.facts import identifier_family as _family
 from pipeline.rules.jsonpath import Segment, format_path
@@ -201,9 +202,11 @@ def _supporting(claim: str, facts: list[Fact], words: frozenset[str],
             found = [f for f in open_facts if candidate.facts.supports(f)
                      and not (chosen and _settled(claim, f, facts, chosen[0], candidate,
                                                   candidates))
-                     and not (start is not None and _picked(f, start, candidate, anchor))]
+                     and not (start is not None and _picked(f, start, candidate, anchor)
+                              and not _range_end(claim, f, facts, start))]
             overlap = len(words & candidate.words)
-            if not found or not _in_context(claim, found, facts, candidate, overlap):
+            if not found or not (_in_context(claim, found, facts, candidate, overlap)
+                                 or _ends_range(claim, found, facts, candidate, chosen)):
                 continue
             score = sum(_WEIGHT[f.kind] for f in found) + _WORD_WEIGHT * overlap
             better = score > best_score or (
@@ -244,9 +247,11 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
             return False
         if _crossed(claim, fact, facts, primary, candidate) or _counted(fact, primary):
             return True
+        given = FactSet(facts, texts=[claim])
         pairs = any(f is not fact and f.kind is FactKind.QUANTITY
                     and f.shape in (fact.shape, "")  # "from 8 to 46 connections"
-                    and _near(claim, f, fact) and primary.facts.supports(f) for f in facts)
+                    and _near(claim, f, fact) and primary.facts.supports(f)
+                    and _pair_stated(primary, fact, f, given) for f in facts)
         if not pairs:  # a number of another record of its list: only when crossed (above)
             return False
         if sum(1 for f in facts if primary.facts.supports(f)) < 2:
@@ -255,11 +260,19 @@ def _settled(claim: str, fact: Fact, facts: list[Fact], primary: _Candidate,
            and not _listed_beside(fact, primary, candidates))
           or (candidate.invocation is primary.invocation
               and _siblings(candidate.path) != _siblings(primary.path))
-          or any(f is not fact and _family(f) == _family(fact) for f in facts)  # a list
+          or any(f is not fact and (_family(f) == _family(fact) or _one_form(f, fact))
+                 for f in facts)  # a list ("rdd_2_4, rdd_2_1 and rdd_30_0")
           or not any(primary.facts.supports(f) for f in anchors)):
         return False
     return not any(candidate.facts.supports(f) and not primary.facts.supports(f)
                    for f in anchors)
+
+
+def _one_form(a: Fact, b: Fact) -> bool:
+    """Whether two identifiers are of one form (`rdd_2_4` and `rdd_30_0`, `facts.form_of`):
+    a claim that gives both lists records of one kind, whatever their families."""
+    return (a.kind is b.kind is FactKind.IDENTIFIER and a.shape == b.shape
+            and form_of(a) == form_of(b) != "")
 
 
 def _listed_beside(fact: Fact, primary: _Candidate, candidates: Sequence[_Candidate]) -> bool:
@@ -542,12 +555,45 @@ are no pair."""
 
 def _ranged(claim: str, a: Fact, b: Fact) -> bool:
     """Whether two numbers or two times of `claim` are the ends of one range ("24200 to
-    25505", "6 through 10", "102-136 ms", "2008-11-09 to 2008-11-11")."""
+    25505", "6 through 10", "102-136 ms", "2008-11-09 to 2008-11-11", "between 49 and 64
+    requests"; not "ports 9000 and 8030", two values)."""
     if a is b or a.kind is not b.kind or a.kind not in (FactKind.QUANTITY, FactKind.TIMESTAMP):
         return False
     ends = [re.escape(a.text), re.escape(b.text)]
-    return any(re.search(rf"(?<![\w.]){x}\s*(?:to|through|thru|until|till|-|–)\s*{y}(?!\w)",
-                         claim) for x, y in (ends, ends[::-1]))
+    return any(re.search(rf"(?<![\w.]){x}\s*(?:to|through|thru|until|till|-|–)\s*{y}(?!\w)"
+                         rf"|\bbetween\s+{x}\s+and\s+{y}(?!\w)", claim)
+               for x, y in (ends, ends[::-1]))
+
+
+def _pair_stated(record: _Candidate, fact: Fact, paired: Fact, given: FactSet) -> bool:
+    """Whether `record` states `paired` beside a value of `fact`'s kind that the claim does
+    not give ("from 50 to 20" for a claim's "from 50 to 10", "2000 ms for 5 minutes" for its
+    "1000 ms for 5 minutes"): what the record says in place of `fact`. A record that states
+    the number alone (a log line's "max 20", a pattern's "retrying in 40 ms"), or beside
+    another number the claim gives too ("from 1024Mi to 512Mi" for "from 1024Mi to 512Mi,
+    below the 690 MiB"), says nothing in its place, and another value may state it."""
+    own = [s for s in record.stated if s.kind is FactKind.QUANTITY]
+    return any(FactSet([s]).supports(paired) and any(
+        t is not s and t.shape in (fact.shape, "") and not given.supports(t)
+        and _near(record.text, s, t) for t in own) for s in own)
+
+
+def _range_end(claim: str, fact: Fact, facts: list[Fact], record: _Candidate) -> bool:
+    """Whether `fact` ends a range of the claim whose other end `record` states ("between 24
+    and 154 ms" against the line of the 24 ms): the range spans several records of its list,
+    so another of them states this end."""
+    return any(_ranged(claim, f, fact) and record.facts.supports(f) for f in facts)
+
+
+def _ends_range(claim: str, found: list[Fact], facts: list[Fact], candidate: _Candidate,
+                chosen: Sequence[_Candidate]) -> bool:
+    """Whether `candidate` states only ends of the claim's ranges whose other end a value
+    taken from the same list states: "between 24 and 154 ms", one line each. The range is
+    their context, as two records of one list."""
+    return all(any(_range_end(claim, f, facts, c) for c in chosen
+                   if c.invocation is candidate.invocation and c.path != candidate.path
+                   and _siblings(c.path) == _siblings(candidate.path))
+               for f in found)
 
 
 def _near(claim: str, a: Fact, b: Fact) -> bool:

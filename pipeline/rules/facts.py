@@ -201,9 +201,11 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
     (FactKind.QUANTITY, "words", re.compile(
         rf"\b(?:{_COUNTED_WORDS})\s+(?:{_DURATION_UNITS}|times|attempts|retries|tries)\b",
         re.IGNORECASE)),
-    # letters and digits in one word (storage1231, node246, J12): an identifier, matched whole
+    # letters and digits in one word (storage1231, node246, J12): an identifier, matched whole;
+    # not an ordinal ("for the 35th time" counts, it names nothing)
     (FactKind.IDENTIFIER, "id", re.compile(
-        r"(?=[A-Za-z0-9])\b(?=[A-Za-z.:]*\d)(?=[\d.:]*[A-Za-z])[A-Za-z0-9]+"
+        r"(?=[A-Za-z0-9])\b(?!\d+(?:st|nd|rd|th)\b)(?=[A-Za-z.:]*\d)(?=[\d.:]*[A-Za-z])"
+        r"[A-Za-z0-9]+"
         r"(?:[.:]+[A-Za-z0-9]+)*\b(?![.-]\w)")),
     (FactKind.IDENTIFIER, "kv", re.compile(
         r"(?<=\w)=(?P<v>[^\s,;=()\[\]{}\"']+)")),
@@ -296,6 +298,7 @@ their own, a few deep, so that a handful of them cannot evict the many short one
 def _extract(text: str, single_digits: bool) -> tuple[Fact, ...]:
     taken = bytearray(len(text))
     facts: list[Fact] = []
+    quantities: list[tuple[int, int, int]] = []  # start, end, index in `facts`
     digits = _DIGIT.search(text) is not None
     for kind, shape, pattern, gate, needs_digit in _GATED:
         if needs_digit and not digits:
@@ -311,8 +314,43 @@ def _extract(text: str, single_digits: bool) -> tuple[Fact, ...]:
             if fact is not None:
                 if shape not in _TRANSPARENT:
                     taken[start:end] = b"\x01" * (end - start)
+                if kind is FactKind.QUANTITY and shape != "words":
+                    quantities.append((start, end, len(facts)))
                 facts.append(fact)
+    for index, fact in _range_starts(text, facts, quantities):
+        facts[index] = fact
     return tuple(facts)
+
+
+_RANGE_JOIN = re.compile(r"\s*(?:-|–|—|to|through|until)\s*|\s+and\s+")
+"""What stands between the two ends of a range ("40–60 ms", "4.0 to 4.6 seconds"); "and"
+joins them only after "between" ("between 24 and 154 ms", not "ports 9000 and 8030")."""
+_BETWEEN = re.compile(r"\bbetween\s+$", re.IGNORECASE)
+
+
+def _range_starts(text: str, facts: list[Fact], quantities: list[tuple[int, int, int]]
+                  ) -> list[tuple[int, Fact]]:
+    """The bare numbers that start a range whose other end gives the unit, each with that
+    unit (by index in `facts`): a range names its unit once, at its end, so the 4.0 of "4.0
+    to 4.6 seconds" is 4.0 seconds, not a bare 4.0 (which 4006 ms would not state, and every
+    other bare number of the evidence would seem to contradict)."""
+    found = []
+    ordered = sorted(quantities)
+    for (start, end, index), (after, _, other) in zip(ordered, ordered[1:], strict=False):
+        first, second = facts[index], facts[other]
+        join = _RANGE_JOIN.fullmatch(text, end, after)
+        if first.unit or not second.unit or second.number is None or join is None:
+            continue
+        if "and" in join.group() and not _BETWEEN.search(text, 0, start):
+            continue
+        number = _NUMBER.match(second.text.lstrip())
+        if number is None:
+            continue
+        unit = second.text.lstrip()[number.end():]
+        ranged = _make_quantity(f"{first.text}{unit}", single_digits=True)
+        if ranged is not None and ranged.unit == second.unit:
+            found.append((index, dataclasses.replace(ranged, text=first.text)))
+    return found
 
 
 _extract_cached = functools.lru_cache(maxsize=16384)(_extract)
@@ -596,12 +634,39 @@ class FactSet:
             return True
         if fact.shape == "id" and _STATUS_CLASS.fullmatch(fact.key):
             return fact.key in self._tokens  # the 5xx of http_5xx_rate
+        if fact.kind is FactKind.ERROR_CODE and self._code_begun(fact):
+            return True
         if fact.kind in _TOKEN_KINDS:
             # a hex number by its text: 0x41 is not the 41 of some other token
             token = fact.text.casefold() if fact.shape == "hex" else fact.key
             return (token in self._tokens or self._parts_stated(fact)
-                    or self._directory_stated(fact))
+                    or self._directory_stated(fact) or self._tail_stated(fact)
+                    or self._url_stated(fact))
         return False
+
+    def _code_begun(self, fact: Fact) -> bool:
+        """A named error code that begins a longer one at a word of it: the OOM of
+        `OOMKilled` ("OOM-killed")."""
+        return any(other.text.startswith(fact.text) and other.text[len(fact.text):][:1].isupper()
+                   for other in self._by_kind[FactKind.ERROR_CODE])
+
+    def _tail_stated(self, fact: Fact) -> bool:
+        """An identifier of several parts that ends a longer one the evidence states: the
+        attempt `m_000001_0` of `attempt_1445144423722_0020_m_000001_0`, as a log names it
+        in full and an answer by its last parts."""
+        if fact.shape != "id" or not _ID_PARTS.search(fact.key):
+            return False
+        return any(token.endswith(fact.key) and token[-len(fact.key) - 1] in "-_"
+                   for token in self._tokens if len(token) > len(fact.key))
+
+    def _url_stated(self, fact: Fact) -> bool:
+        """A URL the evidence states with more after it: the file of
+        `hdfs://host:9000/logs/a.log:160424+7292`, a split of it."""
+        if fact.shape != "url":
+            return False
+        return any(other.shape == "url" and other.key.startswith(fact.key)
+                   and other.key[len(fact.key)] in ":/?#"
+                   for other in self._by_kind[FactKind.IDENTIFIER] if other.key != fact.key)
 
     def _time_gaps(self) -> list[float]:
         """The time between any two instants the evidence states, in milliseconds: a
@@ -644,7 +709,32 @@ class FactSet:
         if fact.kind is FactKind.QUANTITY and any(
                 _unit_changed(fact, other) for other in self._by_kind[fact.kind]):
             return True
+        if fact.kind in _FORMED_KINDS:
+            form = form_of(fact)
+            return any(other.shape == fact.shape and form_of(other) == form
+                       for other in self._by_kind[fact.kind])
         return self.has_sort(fact)
+
+
+_ID_PARTS = re.compile(r"[-_]")
+_FORMED_KINDS = frozenset({FactKind.IDENTIFIER, FactKind.NAME})
+_CAMEL_WORD = re.compile(r"[A-Z][a-z0-9]*")
+
+
+def form_of(fact: Fact) -> str:
+    """What an identifier or a name is an instance of, so that only facts of one form are
+    compared: an identifier's parts between separators, each part with a digit as `#`
+    (`rdd_2_4` and `rdd_30_0` are `rdd_#_#`; `m_000001_0` is not
+    `attempt_#_#_m_#_#`, nor `35th` `dns-#`); a name's first word (`KubePodCrashLooping`
+    and `KubeContainerWaiting` are two alerts, `ResourceManager` and `TaskImpl` two
+    unrelated names). Another identifier of another form is an absence, never a
+    contradiction."""
+    if fact.kind is FactKind.NAME:
+        first = _CAMEL_WORD.match(fact.text)
+        return first.group().casefold() if first else fact.key
+    if fact.shape not in ("id", "kv"):
+        return ""
+    return re.sub(r"[^-_.:]*\d[^-_.:]*", "#", fact.key)
 
 
 def _timestamps_match(claim_key: str, evidence_key: str) -> bool:

@@ -79,3 +79,41 @@ def time_of_day(fact: Fact) -> tuple[int, bool] | None:
 def _start(text: str, fact: Fact) -> int:
     at = text.find(fact.text)
     return at if at >= 0 else 0
+
+
+_WINDOW_JOIN = re.compile(r"\s*(?:-|–|—|to|until|till|through)\s*|\s+and\s+")
+"""What stands between the two bounds of a window ("13:12–13:15", "from 10:16 to 10:17");
+"and" only after "between" ("between 13:59 and 14:03")."""
+_BETWEEN = re.compile(r"\bbetween\s+$", re.IGNORECASE)
+_MINUTE_MS = 60_000
+
+
+def window_bounds(text: str, evidence: Iterable[str]) -> list[Fact]:
+    """The times of `text` that bound a window it gives ("between 13:59 and 14:03") when a
+    time of `evidence` lies within that window: the bounds frame what the claim saw, they are
+    no times it says anything happened at, so no output need state them (the last vacuum at
+    14:02:16 is "between 13:59 and 14:03"). A window none of whose evidence lies within it
+    keeps its bounds, to be compared as any time is."""
+    times = [f for f in extract_facts(text) if f.kind is FactKind.TIMESTAMP]
+    clocks = [ms for t in evidence for ms in _times(t)]
+    found: list[Fact] = []
+    for first, second in zip(times, times[1:], strict=False):
+        start, end = _start(text, first), _start(text, second)
+        join = _WINDOW_JOIN.fullmatch(text, start + len(first.text), end)
+        if start < 0 or join is None or (
+                "and" in join.group() and not _BETWEEN.search(text, 0, start)):
+            continue
+        opens, closes = time_of_day(first), time_of_day(second)
+        if opens is None or closes is None:
+            continue
+        last = closes[0] + (999 if closes[1] else _MINUTE_MS - 1)  # to the bound's precision
+        if any(_within(ms, opens[0], last) for ms in clocks):
+            found += [first, second]
+    return found
+
+
+def _within(ms: int, opens: int, closes: int) -> bool:
+    """Whether a time of day lies in a window, one that spans midnight too."""
+    if opens <= closes:
+        return opens <= ms <= closes
+    return ms >= opens or ms <= closes

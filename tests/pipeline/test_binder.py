@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -118,3 +119,66 @@ def test_binder__any_claim_gets_bindings_the_gatekeeper_accepts(claim: str) -> N
     bindings = bind(claim, _invocations())
     assert len(bindings) <= MAX_BINDINGS
     assert not bindings or _passes_gatekeeper(claim)
+
+
+SEARCH_LOG = "\n".join([
+    "2026-12-07T15:04:04Z INFO search-api GET /api/search?q=23e679b7 200 in 24 ms",
+    "2026-12-07T15:04:57Z INFO search-api GET /api/search?q=aa3656ce 200 in 126 ms",
+    "2026-12-07T15:05:12Z INFO search-api GET /api/search?q=3df2bba9 200 in 154 ms",
+])
+
+
+def _bound_in(claim: str, calls: list[ImportedCall]) -> list[tuple[str, str]]:
+    invocations = [invocation_of(c, max_items=1000, max_bytes=131072) for c in calls]
+    return [(b.invocation_id, b.path) for b in bind(claim, invocations)]
+
+
+@pytest.mark.parametrize(
+    ("claim", "expected"),
+    [
+        pytest.param("Searches took between 24 and 154 ms.",
+                     {("call_search", "$.lines[0]"), ("call_search", "$.lines[2]")},
+                     id="between-and-ends-two-lines"),
+        pytest.param("Searches took 24–154 ms.",
+                     {("call_search", "$.lines[0]"), ("call_search", "$.lines[2]")},
+                     id="dash-ends-two-lines"),
+    ],
+)
+def test_binder__each_end_of_a_range_is_bound_where_it_stands(
+        claim: str, expected: set[tuple[str, str]]) -> None:
+    bound = _bound_in(claim, [ImportedCall("call_search", "search_logs", {}, SEARCH_LOG)])
+    assert expected <= set(bound)
+
+
+@pytest.mark.parametrize(
+    ("claim", "deploy_bound"),
+    [
+        pytest.param("The pool was cut from 50 to 20, and the first `payment-db connection "
+                     "pool exhausted (max 20)` error came at 14:03:12.", True,
+                     id="a-line-that-states-one-end-settles-nothing"),
+        pytest.param("The pool error at 14:03:12 says max 20, and 512 errors followed.", False,
+                     id="numbers-near-but-no-pair"),
+    ],
+)
+def test_binder__a_number_is_held_back_only_by_a_value_that_states_its_pair(
+        claim: str, deploy_bound: bool) -> None:
+    places = {b[:2] for b in _bound(claim)}
+    assert bool(places & {("call_deploys", "$.result.deployments[0]"),
+                          ("call_deploys", "$.result.deployments[0].change")}) is deploy_bound
+
+
+def test_binder__a_changed_pair_stays_bound_to_the_record_that_states_it() -> None:
+    bound = _bound("Deploy v2.3.1 reduced the payment-db pool size from 50 to 10.")
+    evidence = FactSet.from_texts([b[2] for b in bound])
+    (ten,) = [f for f in extract_facts("from 50 to 10") if f.value == 10]
+    assert evidence.conflicts(ten)
+
+
+def test_binder__identifiers_of_one_form_are_a_list() -> None:
+    log = "\n".join(["17/06/09 20:10:53 INFO Found block rdd_2_4 locally",
+                     "17/06/09 20:10:54 INFO Found block rdd_2_1 locally",
+                     "17/06/09 20:10:55 INFO Found block rdd_21_4 locally",
+                     "17/06/09 20:10:58 INFO Found block rdd_30_0 locally"])
+    bound = _bound_in("Blocks rdd_2_4, rdd_2_1 and rdd_30_0 were all found locally.",
+                      [ImportedCall("call_spark", "spark_log", {}, log)])
+    assert ("call_spark", "$.lines[3]") in bound and ("call_spark", "$.lines[2]") not in bound

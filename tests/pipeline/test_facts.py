@@ -238,3 +238,58 @@ def test_repeated_evidence_texts_index_the_same_facts_as_distinct_ones() -> None
         for fact in extract_facts(claim):
             assert once.supports(fact) == repeated.supports(fact)
             assert once.conflicts(fact) == repeated.conflicts(fact)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("roughly 4.0 to 4.6 seconds", ["4000duration", "4600duration"],
+                     id="a-range-names-its-unit-once"),
+        pytest.param("retrying after 40–60 ms", ["40duration", "60duration"], id="en-dash"),
+        pytest.param("between 49 and 64 requests", ["49request", "64request"],
+                     id="between-and-a-count"),
+        pytest.param("on ports 9000 and 8030", ["9000", "8030"], id="and-without-between"),
+        pytest.param("from 1024Mi to 512Mi", ["1.07374e+09bytes", "5.36871e+08bytes"],
+                     id="both-ends-with-units"),
+    ],
+)
+def test_a_range_start_takes_the_unit_of_its_end(text: str, expected: list[str]) -> None:
+    assert [f.key for f in extract_facts(text)] == expected
+
+
+def test_a_range_start_is_stated_by_a_value_of_its_unit() -> None:
+    known = FactSet.from_texts(["acquirer response slow: 4006 ms", "slowest 4565 ms"])
+    assert all(known.supports(f) for f in extract_facts("from 4.0 to 4.6 seconds"))
+
+
+def test_an_ordinal_is_no_identifier() -> None:
+    assert kinds_and_keys("renewal fails for the 35th time") == []
+
+
+@pytest.mark.parametrize(
+    ("claim", "evidence", "supported", "conflict"),
+    [
+        pytest.param("attempt m_000001_0", "TaskAttempt attempt_1445144423722_0020_m_000001_0",
+                     True, False, id="the-last-parts-of-an-identifier"),
+        pytest.param("attempt m_000002_0", "TaskAttempt attempt_1445144423722_0020_m_000001_0",
+                     False, False, id="another-form-is-an-absence"),
+        pytest.param("block rdd_30_0", "Found block rdd_21_4 locally", False, True,
+                     id="one-form-differs"),
+        pytest.param("read hdfs://10.10.34.11:9000/logs/a.log",
+                     "Input split: hdfs://10.10.34.11:9000/logs/a.log:160424+7292", True, False,
+                     id="a-url-with-a-split-after-it"),
+        pytest.param("read hdfs://10.10.34.11:9000/logs/b.log",
+                     "Input split: hdfs://10.10.34.11:9000/logs/a.log:160424+7292", False, True,
+                     id="another-url-differs"),
+        pytest.param("OOM", "Container was OOMKilled", True, False,
+                     id="a-code-that-begins-another"),
+        pytest.param("ResourceManager", "impl.TaskImpl: task transitioned", False, False,
+                     id="names-of-another-word-are-an-absence"),
+    ],
+)
+def test_identifiers_and_names_are_compared_with_their_own_form(
+    claim: str, evidence: str, supported: bool, conflict: bool
+) -> None:
+    fact = next(f for f in extract_facts(claim) if f.kind is not S)
+    known = FactSet.from_texts([evidence])
+    assert (known.supports(fact), known.conflicts(fact)) == (supported, conflict)

@@ -294,3 +294,26 @@ def test_a_contradicted_claim_is_not_a_possible_direction_when_the_run_goes_on()
     assert result.status == "SUCCESS" and result.verdict is not Verdict.REJECT
     answer = result.final_answer.model_dump_json()
     assert "45%" not in answer and "reached 45" not in answer
+
+
+_VACUUMS = ("2026-11-30T13:59:09Z automatic vacuum of table ledger\n"
+            "2026-11-30T14:02:16Z automatic vacuum of table ledger")
+
+
+@pytest.mark.parametrize(
+    ("claim", "expected"),
+    [
+        pytest.param("Autovacuum of ledger ran between 13:59 and 14:03.",
+                     Verification.DIRECT_OBSERVATION, id="between-and-frames-its-evidence"),
+        pytest.param("Autovacuum of ledger ran in the 13:59–14:03 window.",
+                     Verification.DIRECT_OBSERVATION, id="a-dashed-window"),
+        pytest.param("Autovacuum of ledger ran between 14:05 and 14:09.",
+                     Verification.CONTRADICTED, id="a-window-its-evidence-lies-outside"),
+        pytest.param("Autovacuum of ledger ran at 13:59 and 14:03.",
+                     Verification.CONTRADICTED, id="two-times-are-no-window"),
+    ],
+)
+def test_post_check__a_window_is_no_time_its_evidence_must_state(
+        claim: str, expected: Verification) -> None:
+    verification, _ = _checked(claim, _VACUUMS, Verification.DIRECT_OBSERVATION)
+    assert verification is expected
