@@ -177,7 +177,7 @@ def _check(case: Case, verifier: Any, *, word_check: bool = True) -> CheckReport
     with contextlib.ExitStack() as stack:
         if not word_check:
             stack.enter_context(mock.patch.object(gatekeep_node, "unsaid_words",
-                                                  lambda *_: Wording({}, {})))
+                                                  lambda *_, **__: Wording({}, {})))
         return check(imported, verifier=verifier, composer=TemplateComposer(),
                      question=case.question).report
 
