@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from models.gatekeeper import GatekeeperOutcome
-from pipeline.rules.exclusive import Listed
 from pipeline.rules.facts import Fact, FactKind, extract_facts
+from pipeline.rules.listed import Listed
 
 SUPERLATIVES: dict[str, str] = {
     "slowest": "max", "longest": "max", "highest": "max", "largest": "max", "biggest": "max",
@@ -72,7 +72,7 @@ def extremes(text: str, bound: str, records: Sequence[str]) -> Extreme:
 def extreme_values(outcome: GatekeeperOutcome, lists: Mapping[str, list[Listed]]
                    ) -> dict[str, Extreme]:
     """Per verified claim id that uses a superlative: what the lists it binds into
-    (`exclusive.claim_lists`) say of it, the first list that belies it if any does."""
+    (`listed.claim_lists`) say of it, the first list that belies it if any does."""
     found: dict[str, Extreme] = {}
     for claim in outcome.verified_output.claims:
         if not _WORD.search(claim.text):

@@ -602,10 +602,10 @@ def _covered(token: str, vocab: set[str], joined: str, numbers: Callable[[], Fac
         return sequence in joined
     if folded in lexicon.FUNCTION_WORDS or folded in lexicon.NEGATIONS:
         return True
-    if folded in lexicon.NUMBER_WORDS:
+    if folded in lexicon.NUMBER_WORDS:  # its value stated, or the word itself given
         value = lexicon.NUMBER_WORDS[folded]
-        return any(numbers().supports(f)
-                   for f in extract_facts(f"{value:g}", single_digits=True))
+        return _norm(folded) in vocab or any(
+            numbers().supports(f) for f in extract_facts(f"{value:g}", single_digits=True))
     return _norm(folded) in vocab
 
 

@@ -10,11 +10,11 @@ from models.evaluation import StageStatus
 from models.invocation import ToolInvocation
 from models.state import PipelineState
 from pipeline.rules.actions import runbook_steps
-from pipeline.rules.exclusive import claim_lists, exclusive_conflicts
 from pipeline.rules.executor_output import parse_executor_output
 from pipeline.rules.extremes import extreme_values
 from pipeline.rules.gatekeeper import gatekeep, schema_problems
 from pipeline.rules.guards import unsaid_words
+from pipeline.rules.listed import claim_lists, exclusive_conflicts, tallied_words
 from pipeline.rules.verdict import imported_ceiling
 from pipeline.rules.verifier_input import mark_untrusted
 from pipeline.run.nodes.common import (
@@ -56,8 +56,11 @@ def gatekeep_node(
     outcome = gatekeep(document, invocations)
     lists = claim_lists(outcome, invocations)
     superlatives = extreme_values(outcome, lists)
-    wording = unsaid_words(outcome, invocations, allowed={
-        claim_id: extreme.held for claim_id, extreme in superlatives.items()})
+    allowed = {claim.claim_id: tallied_words(claim.text, lists.get(claim.claim_id, []))
+               for claim in outcome.verified_output.claims}
+    for claim_id, extreme in superlatives.items():
+        allowed[claim_id] = allowed.get(claim_id, frozenset()) | extreme.held
+    wording = unsaid_words(outcome, invocations, allowed=allowed)
     belied = {claim_id: extreme.problem for claim_id, extreme in superlatives.items()
               if extreme.problem is not None}
     outcome = outcome.model_copy(update={

@@ -1,17 +1,19 @@
-"""A claim that gives one identifier as the only one ("the errors come from
-search-api-cda7299da-2twzm only", "all 49 coupon lines came from pod r6mx2"), read against the
-whole list of records it binds into: a record of that list of the kind the claim speaks of
-that names another identifier of the same family (another pod of the replica set, another
-host of the cluster) and not this one contradicts it.
+"""A claim read against the whole lists of records it binds into (`claim_lists`): the post-check
+sees only the values a claim binds to, one record of a list, but some words are about every
+other record of it. Pure functions; the gatekeep node reads the lists.
 
-The post-check sees only the values a claim binds to, one record of the list; "only" is about
-every other record, so the gatekeep node reads the lists (`exclusive_conflicts`) and the
-post-check makes such a claim contradicted, as it does a differing value.
+- Exclusivity: a claim that gives one identifier as the only one ("the errors come from
+  search-api-cda7299da-2twzm only", "all 49 coupon lines came from pod r6mx2") is contradicted
+  by a record of the list, of the kind it speaks of, that names another identifier of the same
+  family (another pod of the replica set, another host of the cluster) and not this one
+  (`exclusive_conflicts`; the post-check makes it contradicted, as it does a differing value).
+- Tallies: a number word that counts records ("autovacuum ran five times", "the allocator
+  twice logged ...") is said when the records the claim speaks of are that many
+  (`tallied_words`); no output says "five", the list does.
 
-The records the claim speaks of are those that hold every word of the claim that tells
-records of the list apart (a word some records use and others do not: "errors" against the
-`"level": "ERROR"` of some; the identifier's own words and the words of exclusivity aside).
-A claim with no such word speaks of the whole list. Pure functions.
+The records a claim speaks of (`spoken_of`) are those that hold every word of the claim that
+tells records of the list apart (a word some records use and others do not: "errors" against
+the `"level": "ERROR"` of some; the words of exclusivity and counting aside).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from models.gatekeeper import GatekeeperOutcome
 from models.invocation import ToolInvocation
+from pipeline.rules import lexicon
 from pipeline.rules.facts import Fact, FactKind, extract_facts, identifier_family
 from pipeline.rules.jsonpath import PathError, resolve
 from pipeline.rules.statements import content_stems
@@ -40,7 +43,11 @@ _ALL_FROM = re.compile(
     r"\b(?:all|every|each)\b[^.;:(),]*\b(?:from|on|by)\s+" + _NOUN + r"$", re.IGNORECASE)
 """A whole set given one source: "all 49 lines came from pod X", "every failure on X"."""
 _EXCLUSIVE_STEMS = content_stems("only solely exclusively alone all every each single come "
-                                 "came from")
+                                 "came from times time once " + " ".join(lexicon.NUMBER_WORDS))
+_TALLY = re.compile(r"\b(?:" + "|".join(w for w, n in lexicon.NUMBER_WORDS.items()
+                                        if n == int(n) and 2 <= n <= 20) + r")\b",
+                    re.IGNORECASE)
+"""A number word that may count records: two to twenty, "twice", "double"."""
 _INDEX = re.compile(r"\[(\d+)\]")
 
 
@@ -68,24 +75,56 @@ def exclusivity_problem(text: str, only: Fact, records: Sequence[str]) -> str | 
     What it speaks of is read in the clause that names `only` ("only pod lfpm6 fails; 2twzm
     keeps serving" speaks of failures). An identifier given by its last part ("lfpm6") has
     the family of the records' identifiers that end with it (`search-api-cda7299da-lfpm6`)."""
-    clause = next((c for c in re.split(r"[;:]\s|\.\s", text) if only.text in c), text)
-    stems = [content_stems(r) for r in records]
-    words = content_stems(clause) - content_stems(only.text) - _EXCLUSIVE_STEMS
-    telling = {w for w in words if any(w in s for s in stems) and not all(w in s for s in stems)}
-    facts = [[f for f in extract_facts(r) if f.kind is FactKind.IDENTIFIER] for r in records]
+    spoken = spoken_of(_clause(text, only.text), records, aside=content_stems(only.text))
+    facts = [[f for f in extract_facts(r) if f.kind is FactKind.IDENTIFIER]
+             if i in spoken else [] for i, r in enumerate(records)]
 
     def names_it(fact: Fact) -> bool:
         return fact.key == only.key or fact.key.endswith(("-" + only.key, "_" + only.key))
 
     family = next((identifier_family(f) for listed in facts for f in listed if names_it(f)),
                   identifier_family(only))
-    for held, listed in zip(stems, facts, strict=True):
-        if not telling <= held or any(names_it(f) for f in listed):
+    for i in sorted(spoken):
+        if any(names_it(f) for f in facts[i]):
             continue
-        other = next((f for f in listed if identifier_family(f) == family), None)
+        other = next((f for f in facts[i] if identifier_family(f) == family), None)
         if other is not None:
             return f"says only {only.text}, but a record it speaks of names {other.text}"
     return None
+
+
+def spoken_of(clause: str, records: Sequence[str], *, aside: frozenset[str] = frozenset(),
+              need_telling: bool = False) -> set[int]:
+    """The indexes of the records `clause` speaks of: those holding every word of it (but
+    `aside` and the words of exclusivity and counting) that some records use and others do
+    not; every record when it has no such word, none then when `need_telling`."""
+    stems = [content_stems(r) for r in records]
+    words = content_stems(clause) - aside - _EXCLUSIVE_STEMS
+    telling = {w for w in words if any(w in s for s in stems) and not all(w in s for s in stems)}
+    if not telling and need_telling:
+        return set()
+    return {i for i, held in enumerate(stems) if telling <= held}
+
+
+def tallied_words(text: str, lists: Sequence[Listed]) -> frozenset[str]:
+    """The number words of `text` that count the records it speaks of in one of `lists`
+    ("ran five times", "twice logged"): the clause of the word tells which records. Only a
+    whole list counts: not a sample of lines beside a larger total (a log search's hits)."""
+    said: set[str] = set()
+    for found in _TALLY.finditer(text):
+        word = found.group(0)
+        count = lexicon.NUMBER_WORDS[word.casefold()]
+        clause = _clause(text, word)
+        if any(listed.complete
+               and len(spoken_of(clause, listed.records, need_telling=True)) == count
+               for listed in lists):
+            said.add(word.casefold())
+    return frozenset(said)
+
+
+def _clause(text: str, part: str) -> str:
+    """The clause of `text` (between `;`, `:` and sentence ends) that holds `part`."""
+    return next((c for c in re.split(r"[;:]\s|\.\s", text) if part in c), text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +133,8 @@ class Listed:
 
     bound: str
     records: list[str]
+    complete: bool = True
+    """Every record there is: the output is not truncated and states no larger total."""
 
 
 def claim_lists(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
@@ -118,7 +159,11 @@ def claim_lists(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation
         records = _records(documents[item.invocation_id], listed)
         index = int(at[-1].group(1))
         if 0 <= index < len(records):
-            lists.setdefault(item.claim_id, []).append(Listed(records[index], records))
+            total = documents[item.invocation_id].get("total")
+            complete = not call.projection.truncated and not (
+                isinstance(total, int) and total > len(records))
+            lists.setdefault(item.claim_id, []).append(
+                Listed(records[index], records, complete))
     return lists
 
 

@@ -1,5 +1,5 @@
-"""A claim that gives one identifier as the only one, read against the list it binds into
-(`pipeline.rules.exclusive`): pure functions, then through `verity check-answer`'s path."""
+"""A claim read against the whole lists of records it binds into: the only one, tallies
+(`pipeline.rules.listed`): pure functions, then through `verity check-answer`'s path."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from models.verifier import Verification
 from pipeline.agents.template_composer import TemplateComposer
 from pipeline.checks import check
 from pipeline.importers.files import parse_files
-from pipeline.rules.exclusive import claims_only, exclusivity_problem
 from pipeline.rules.facts import Fact, extract_facts
+from pipeline.rules.listed import Listed, claims_only, exclusivity_problem, tallied_words
 
 HITS = [
     {"level": "ERROR", "message": "GET /api/search failed: internal error",
@@ -86,6 +86,42 @@ def test_exclusive__an_imported_answer_is_held_to_every_line_of_its_log(
         lines: list[str], expected: Verification) -> None:
     answer = "The failures come from search-api-cda7299da-2twzm only.\n"
     report = check(parse_files(("answer.md", answer), [("search_logs.log", "\n".join(lines))]),
+                   verifier=Credulous(), composer=TemplateComposer()).report
+    (claim,) = [c for c in report.claims if not c.action]
+    assert claim.verification is expected, claim.note
+
+
+# -- tallies: a number word that counts the records it speaks of -------------------------------
+
+LOG = ["2015-10-18 18:01:47 INFO RMContainerAllocator: reduce slow-start threshold not met",
+       "2015-10-18 18:01:48 INFO TaskAttemptListener: progress of m_000000_0 is 0.106",
+       "2015-10-18 18:01:52 INFO RMContainerAllocator: reduce slow-start threshold not met",
+       "2015-10-18 18:01:53 WARN LeaseRenewer: failed to renew lease"]
+
+
+@pytest.mark.parametrize(("text", "complete", "said"), [
+    ("The allocator twice logged that the reduce slow-start threshold was not met.", True,
+     {"twice"}),
+    ("The allocator logged the slow-start threshold three times.", True, set()),
+    # a sample of lines beside a larger total counts nothing
+    ("The allocator twice logged that the reduce slow-start threshold was not met.", False,
+     set()),
+    # nothing in the clause tells the records apart: the word counts nothing
+    ("There were four lines.", True, set()),
+])
+def test_tallies__a_number_word_is_said_by_as_many_records_it_speaks_of(
+        text: str, complete: bool, said: set[str]) -> None:
+    assert tallied_words(text, [Listed(LOG[0], LOG, complete)]) == said
+
+
+@pytest.mark.parametrize(("count", "expected"), [
+    ("twice", Verification.DIRECT_OBSERVATION),
+    ("three times", Verification.CONTRADICTED),
+])
+def test_tallies__an_imported_answer_counts_the_lines_of_its_log(
+        count: str, expected: Verification) -> None:
+    answer = f"RMContainerAllocator logged the reduce slow-start threshold not met {count}.\n"
+    report = check(parse_files(("answer.md", answer), [("am.log", "\n".join(LOG))]),
                    verifier=Credulous(), composer=TemplateComposer()).report
     (claim,) = [c for c in report.claims if not c.action]
     assert claim.verification is expected, claim.note
