@@ -114,6 +114,7 @@ _UNIT_ALT = "|".join(
 _COUNTED_WORDS = "|".join(w for w, n in NUMBER_WORDS.items() if n >= 2 and n == int(n)
                           and not w.endswith("ed") and w not in {"twice", "double", "triple"})
 _DURATION_UNITS = "seconds|minutes|hours|days"
+_DURATION_UNIT = "second|minute|hour|day"
 
 _MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 _TLDS = "com|net|org|edu|gov|io|cn|de|uk|jp|ru|fr|br|in|info|biz|cloud|dev|example"
@@ -197,6 +198,12 @@ _PATTERNS: list[tuple[FactKind, str, re.Pattern[str]]] = [
         r"(?![\w.]\w)",
         re.IGNORECASE)),
     # a duration in words ("the preceding two hours"): the same fact as "120 minutes"; a
+    # a duration with a half in words ("two and a half hours", "half a minute", "an hour and a
+    # half"): the interval a claim works out between two times, or a duration to find
+    (FactKind.QUANTITY, "words", re.compile(
+        rf"\b(?:(?:{_COUNTED_WORDS}|one|an?)\s+and\s+a\s+half\s+(?:{_DURATION_UNIT})s?"
+        rf"|half\s+an?\s+(?:{_DURATION_UNIT})|(?:one|an?)\s+(?:{_DURATION_UNIT})\s+and\s+a"
+        r"\s+half)\b", re.IGNORECASE)),
     # number of times ("up to five times"), which no list of the claim counts for it
     (FactKind.QUANTITY, "words", re.compile(
         rf"\b(?:{_COUNTED_WORDS})\s+(?:{_DURATION_UNITS}|times|attempts|retries|tries)\b",
@@ -380,8 +387,7 @@ def _make_fact(kind: FactKind, shape: str, raw: str, *, single_digits: bool) -> 
     if kind is FactKind.VERSION:
         return Fact(kind, raw, raw.lower().removeprefix("v"))
     if kind is FactKind.QUANTITY and shape == "words":
-        word, unit = raw.split(maxsplit=1)
-        fact = _make_quantity(f"{NUMBER_WORDS[word.casefold()]} {unit}")
+        fact = _make_quantity(_in_digits(raw))
         return None if fact is None else dataclasses.replace(fact, text=raw)
     if kind is FactKind.QUANTITY:
         return _make_quantity(raw, single_digits=single_digits)
@@ -394,6 +400,23 @@ def _make_fact(kind: FactKind, shape: str, raw: str, *, single_digits: bool) -> 
     if kind is FactKind.ERROR_CODE:  # an HTTP status is not compared with a named error
         return Fact(kind, raw, raw.casefold(), shape="http" if raw.isdigit() else "name")
     return Fact(kind, raw, raw.casefold())
+
+
+_HALF = re.compile(r"\band\s+a\s+half\b|^half\s+an?\b", re.IGNORECASE)
+
+
+def _in_digits(raw: str) -> str:
+    """A quantity in words as digits and its unit: "five times" is "5 times", "two and a half
+    hours" "2.5 hours", "half a minute" "0.5 minutes", "an hour and a half" "1.5 hours"."""
+    halved = _HALF.search(raw) is not None
+    words = _HALF.sub(" ", raw).split()
+    unit = words[-1].casefold()
+    first = words[0].casefold() if len(words) > 1 else ""
+    number = float(NUMBER_WORDS.get(first, 1)) if first else 0.0
+    if halved:
+        number += 0.5
+        unit = unit if unit.endswith("s") else unit + "s"
+    return f"{number:g} {unit}"
 
 
 def identifier_key(token: str) -> str:

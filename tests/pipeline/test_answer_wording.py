@@ -82,6 +82,23 @@ def test_wording__a_duration_in_words_is_the_same_fact_as_in_digits() -> None:
     assert not FactSet.from_texts(["(0 in the preceding 180 minutes)"]).supports(two_hours)
 
 
+@pytest.mark.parametrize(("text", "value_s"), [
+    ("the log covers about half a minute", 30), ("two and a half hours before", 9000),
+    ("a minute and a half before the first kill", 90), ("an hour and a half later", 5400),
+    ("half an hour later", 1800),
+])
+def test_wording__a_duration_with_a_half_in_words_is_a_duration(text: str,
+                                                                 value_s: int) -> None:
+    (duration,) = extract_facts(text)
+    assert duration.shape == "duration" and duration.value == value_s * 1000
+
+
+def test_wording__a_half_in_words_between_two_times_is_worked_out() -> None:
+    report = _checked("This executor log covers about half a minute, from 20:10:40 to "
+                      "20:11:11.\n", ("executor.log", "20:10:40 INFO start\n20:11:11 INFO done"))
+    assert _verification(report, "This executor log") is Verification.DIRECT_OBSERVATION
+
+
 @pytest.mark.parametrize(("text", "unsaid"), [
     ("The warnings come from two pods, pod-a1 and pod-b2.", None),
     ("The rejections hit three pods: pod-a1, pod-b2 and pod-c3.", None),
