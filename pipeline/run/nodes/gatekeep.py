@@ -10,11 +10,10 @@ from models.evaluation import StageStatus
 from models.invocation import ToolInvocation
 from models.state import PipelineState
 from pipeline.rules.actions import runbook_steps
+from pipeline.rules.derived import derived
 from pipeline.rules.executor_output import parse_executor_output
-from pipeline.rules.extremes import extreme_values
 from pipeline.rules.gatekeeper import gatekeep, schema_problems
 from pipeline.rules.guards import unsaid_words
-from pipeline.rules.listed import claim_lists, exclusive_conflicts, tallied_words
 from pipeline.rules.verdict import imported_ceiling
 from pipeline.rules.verifier_input import mark_untrusted
 from pipeline.run.nodes.common import (
@@ -54,19 +53,12 @@ def gatekeep_node(
     """Run the Gatekeeper and mark the evidence that reads as instructions to an agent; a
     reject records its failure stage."""
     outcome = gatekeep(document, invocations)
-    lists = claim_lists(outcome, invocations)
-    superlatives = extreme_values(outcome, lists)
-    allowed = {claim.claim_id: tallied_words(claim.text, lists.get(claim.claim_id, []))
-               for claim in outcome.verified_output.claims}
-    for claim_id, extreme in superlatives.items():
-        allowed[claim_id] = allowed.get(claim_id, frozenset()) | extreme.held
-    wording = unsaid_words(outcome, invocations, allowed=allowed)
-    belied = {claim_id: extreme.problem for claim_id, extreme in superlatives.items()
-              if extreme.problem is not None}
+    reading = derived(outcome, invocations)
+    wording = unsaid_words(outcome, invocations, allowed=reading.allowed)
     outcome = outcome.model_copy(update={
         "verified_evidence": mark_untrusted(outcome.verified_evidence, invocations),
         "unsaid": wording.unsaid, "worded_elsewhere": wording.elsewhere,
-        "belied": {**belied, **exclusive_conflicts(outcome, lists)}})
+        "belied": reading.belied})
     if state.unverifiable_critical:
         warnings = [*outcome.result.warnings, *(
             f"critical claim {claim_id} of the imported answer: no tool output states its "
