@@ -5,7 +5,8 @@ evidence paths can address.
   so `$.lines[41]` binds the 42nd line; a text that is a JSON object or array is read as JSON;
 - JSON is kept as parsed under `result` (`$.result.pods[0].status.phase`);
 - the time a call looked at (its arguments' or its result's start and end, a `window` or
-  `scope` object's) is the window of its scope, so a negative observation is held to it;
+  `scope` object's) is the window of its scope, so a negative observation is held to it, and
+  the service its result's `scope` names is its scope's when its arguments name none;
 - a call the tool failed (`is_error`) or the source holds no result for ends ERROR, its text
   kept as the error; an empty result (no text, or JSON whose lists are all empty) is
   NO_EVIDENCE: a negative observation binds to its scope.
@@ -63,6 +64,8 @@ def invocation_of(call: ImportedCall, *, max_items: int, max_bytes: int) -> Tool
     window = _window(call.arguments) or (_window(value) if isinstance(value, dict) else None)
     if window is not None:
         scope = scope.model_copy(update={"window": window})
+    if scope.service is None and isinstance(value, dict) and (service := _service(value)):
+        scope = scope.model_copy(update={"service": service})
     if isinstance(value, str):
         lines = value.splitlines()
         data: dict[str, Any] = {"lines": lines}
@@ -77,15 +80,25 @@ def invocation_of(call: ImportedCall, *, max_items: int, max_bytes: int) -> Tool
     )
 
 
+_COUNT_KEYS = frozenset({"total", "count", "total_items", "matches", "hits", "firing", "found"})
+"""Keys of a result that count what it found: a positive one is something found, whatever its
+lists hold (a search that returned its total and no sample lines)."""
+
+
 def _found_nothing(value: Any) -> bool:
     """A JSON result with nothing in it: null, empty, or an object whose lists are all empty
-    (`{"deployments": [], "window": ...}`: the query ran and matched nothing)."""
+    and whose counts are zero (`{"deployments": [], "window": ...}`, `{"alerts": [], "firing":
+    0, "scope": {"service": "payment-db"}}`: the query ran and matched nothing). An object in
+    it that holds no list describes the query (its scope, its window), not what it found."""
     if value in (None, "", [], {}):
         return True
     if isinstance(value, dict):
         lists = [v for v in value.values() if isinstance(v, list)]
-        return bool(lists) and not any(lists) and not any(
-            isinstance(v, dict) and v and not _found_nothing(v) for v in value.values())
+        counted = any(k in _COUNT_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)
+                      and v > 0 for k, v in value.items())
+        return bool(lists) and not any(lists) and not counted and not any(
+            isinstance(v, dict) and any(isinstance(x, list) for x in v.values())
+            and not _found_nothing(v) for v in value.values())
     return False
 
 
@@ -97,6 +110,16 @@ def _scope(arguments: dict[str, Any]) -> QueryScope:
     if rendered is not None and len(rendered) > _FILTER_CHARS:
         rendered = rendered[:_FILTER_CHARS] + "…"
     return QueryScope(service=service if isinstance(service, str) else None, filter=rendered)
+
+
+def _service(value: dict[str, Any]) -> str | None:
+    """The service a result says its query looked at: its `scope` object's (or `query`'s)
+    `service`, when the call's arguments name none (a plain evidence file)."""
+    for key in ("scope", "query"):
+        inner = value.get(key)
+        if isinstance(inner, dict) and isinstance(inner.get("service"), str):
+            return str(inner["service"]) or None
+    return None
 
 
 _WINDOW_KEYS = (("start", "end"), ("from", "to"), ("start_time", "end_time"),

@@ -63,6 +63,27 @@ def test_files__every_call_is_a_valid_invocation() -> None:
                                                                        "(20s ago)   2d")
 
 
+@pytest.mark.parametrize(("text", "status", "service"), [
+    # the query ran and matched nothing: its scope, window and zero counts describe it
+    ('{"scope": {"service": "payment-db", "window": {"start": "2026-11-30T13:00:00Z", '
+     '"end": "2026-11-30T15:00:00Z"}}, "alerts": [], "firing": 0}',
+     EvidenceStatus.NO_EVIDENCE, "payment-db"),
+    # a total with no sample lines is something found
+    ('{"scope": {"service": "search-api"}, "hits": [], "total": 845}',
+     EvidenceStatus.EVIDENCE_FOUND, "search-api"),
+    # an object holding lists is a result of its own
+    ('{"alerts": [], "groups": {"firing": [{"name": "HighErrors"}]}}',
+     EvidenceStatus.EVIDENCE_FOUND, None),
+])
+def test_files__an_empty_result_found_nothing_in_the_scope_it_names(
+        text: str, status: EvidenceStatus, service: str | None) -> None:
+    (call,) = parse_files(("answer.md", "No alerts."), [("alerts.json", text)]).calls
+    invocation = invocation_of(call, max_items=1000, max_bytes=131072)
+    assert invocation.evidence_status is status
+    assert invocation.projection is not None
+    assert invocation.projection.scope.service == service
+
+
 def test_files__ids_are_made_from_base_names_and_kept_unique() -> None:
     long_name = "x" * 140 + ".log"
     run = parse_files(("answer.txt", "Pool exhausted."), [
