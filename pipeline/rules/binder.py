@@ -95,11 +95,11 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
     chosen += _quoting(quoted, candidates, taken=chosen)
     if not chosen:
         chosen = _by_words(words, candidates)
-    bindings = [_binding(c, facts) for c in chosen[:MAX_BINDINGS]]
-    if negative:  # and the queries that found nothing, through their scope
-        bindings += _scope_bindings(claim, words, invocations,
-                                    room=MAX_BINDINGS - len(bindings))
-    return bindings
+    # a negative observation rests first on the queries that found nothing, through their
+    # scope: they keep half the room, whatever else its words meet
+    empty = (_scope_bindings(claim, words, invocations, room=MAX_BINDINGS // 2) if negative
+             else [])
+    return [_binding(c, facts) for c in chosen[:MAX_BINDINGS - len(empty)]] + empty
 
 
 def _claim_facts(claim: str) -> list[Fact]:
@@ -742,13 +742,21 @@ def _scope_bindings(claim: str, words: frozenset[str], invocations: Sequence[Too
                                          tool_name=invocation.tool_name,
                                          path="$.scope.service", matched_text=service))
             continue
-        shared = sorted(words & _content_words(scope.filter or ""), key=len, reverse=True)
+        shared = sorted(words & _content_words(scope.filter or ""), key=len, reverse=True) or [
+            s for s in sorted(content_stems(claim) & (content_stems(
+                _WORD_PARTS.sub(" ", scope.filter or "")) - _GENERIC_STEMS), key=len, reverse=True)
+            if s.casefold() in (scope.filter or "").casefold()]  # bound as the filter writes it
         if shared:
             found.append(EvidenceBinding(invocation_id=invocation.tool_call_id,
                                          tool_name=invocation.tool_name,
                                          path="$.scope.filter",
                                          matched_text=_as_written(scope.filter or "", shared[0])))
     return found
+
+
+_WORD_PARTS = re.compile(r"[-_.:/\\\"{}]+")
+_GENERIC_STEMS = content_stems("list get search query file json txt log csv yaml yml out")
+"""The words of a query's file or tool name that say nothing of what it looked for."""
 
 
 def _as_written(text: str, word: str) -> str:

@@ -3,13 +3,14 @@ held to their citations by `pipeline.rules.statements`)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from models.executor import ClaimKind
 from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
-from models.invocation import EvidenceStatus, ToolInvocation
+from models.invocation import EvidenceStatus, QueryScope, ToolInvocation
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.rules import lexicon
 from pipeline.rules.attributes import account_conflict, attribute_conflict
@@ -421,8 +422,10 @@ def scope_problem(text: str, evidence: Sequence[VerifiedEvidence], *, negative: 
         return None
     said = " ".join([e.matched_text for e in evidence]
                     + [t for e in evidence for t in scope_text(e.scope)]).casefold()
+    unfiltered = any(_unfiltered(e.scope) for e in evidence if e.scope is not None)
     reach = next((m.group(0) for m in lexicon.OVERREACH.finditer(text)
-                  if m.group(0).casefold() not in said), None)
+                  if m.group(0).casefold() not in said
+                  and not (unfiltered and lexicon.WIDE.fullmatch(m.group(0)))), None)
     if reach is not None:
         return f"wider than its evidence: {reach!r}"
     period = period_problem(text, [e.scope.window for e in evidence
@@ -452,6 +455,21 @@ def scope_problem(text: str, evidence: Sequence[VerifiedEvidence], *, negative: 
                                  re.IGNORECASE):
             return f"speaks of other services, but its query looked at {service} only"
     return None
+
+
+def _unfiltered(scope: QueryScope) -> bool:
+    """Whether a query looked at everything in its window: no service, and no filter beyond
+    "all services" or an evidence file's name."""
+    if scope.service:
+        return False
+    query = (scope.filter or "").strip()
+    if query.casefold() in ("", "all services", "any service"):
+        return True
+    try:
+        arguments = json.loads(query)
+    except ValueError:
+        return False
+    return isinstance(arguments, dict) and set(arguments) <= {"file"}
 
 
 _LEVEL_FILTER = re.compile(r"\blevel\s*(>=|==?|:)\s*([A-Za-z]+)", re.IGNORECASE)

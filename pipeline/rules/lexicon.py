@@ -221,6 +221,13 @@ OVERREACH = re.compile(
 """What a negative observation cannot say beyond its query: no quantifier wider than the
 filter, no verdict of health."""
 
+WIDE = re.compile(
+    r"at\s+all|whatsoever|anything|everything|nowhere|any\s+other|entire(?:ly)?|completely"
+    r"|totally", re.IGNORECASE)
+"""The quantifiers of `OVERREACH`: a query that looked at everything in its window (every
+service, no filter) bears them out ("no service at all was deployed between 14:05 and 15:10");
+its verdicts of health it never does."""
+
 
 PURPOSE = re.compile(
     r"\b(?:to|would|could|can|might|may|will|should|help(?:s)?\s+to|help(?:s)?)\s+"
@@ -306,7 +313,7 @@ search searches searched searching query queries queried querying lookup lookups
 attempt attempts attempted attempting try tries tried trying
 answer answers answered answering serve serves served serving write writes wrote written
 take takes took taking taken range ranges ranged ranging count counts counted counting
-cover covers covered covering
+cover covers covered covering touch touches touched touching
 """.split())
 """Words a claim may use beside those of the whole outputs of the tool calls it binds to: the
 narration of an incident ("the problems began", "new in this window", "latency rose"), of

@@ -99,6 +99,7 @@ _NEGATIVE = re.compile(
     r"|lines?|restarts?|evidence|changes?|incidents?|spikes?|anomal\w+|failures?|exceptions?"
     r"|timeouts?|crash\w*|oom\w*|signs?|indications?|traces?|entries|records?|matches|hits"
     r"|results?|data|metrics?|increase|shift|change)\b"
+    r"|\bno\s+(?:\w+\s+){1,4}?(?:was|were|has\s+been|have\s+been|had\s+been|got)\s+\w+(?:ed|en|wn)\b"
     r"|\bnothing\b|\bnone\b|\bnever\b|\bzero\b|\bnot\s+(?:a\s+single|any|once)\b"
     r"|\b(?:did|does|do|was|were|has|have|had|is|are)(?:\s+not|n't)\s+(?:\w+\s+)?"
     r"(?:show|log|logged|find|found|appear|appeared|fire|fired|change|changed|see|seen"

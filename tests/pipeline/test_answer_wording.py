@@ -1149,3 +1149,27 @@ def test_wording__a_recommendation_is_judged_by_what_the_kept_claims_and_runbook
     report = _checked(answer, ("deploys.json", OOM_DEPLOYS), ("runbooks.json", RUNBOOKS))
     (step,) = [c for c in report.claims if c.action]
     assert step.verification is expected, step.note
+
+
+# -- a negative observation on a query of everything ------------------------------------------
+
+_DEPLOYS = ('{{"scope": {{"service": {service}, "window": {{"start": "2026-12-07T14:05:00Z", '
+            '"end": "2026-12-07T15:10:00Z"}}}}, "total_items": 0, "deployments": []}}')
+_SEARCH = ('{"scope": {"service": "search-api"}, "summary": "165 ERROR lines from search-api",'
+           ' "hits": [{"ts": "2026-12-07T15:05:00Z", "level": "ERROR", "message": "failed"}]}')
+
+
+@pytest.mark.parametrize(("service", "expected"), [
+    ("null", Verification.DIRECT_OBSERVATION),  # every service looked at: "at all" holds
+    ('"search-api"', Verification.OVERSTATED),  # one service: "at all" is wider
+])
+def test_wording__at_all_holds_on_a_query_that_looked_at_everything(
+        service: str, expected: Verification) -> None:
+    report = _checked("No service at all was deployed between 14:05 and 15:10, while "
+                      "search-api logged 165 ERROR lines.\n",
+                      ("list_deployments-2.json", _DEPLOYS.format(service=service)),
+                      ("search_logs-1.json", _SEARCH))
+    (claim,) = [c for c in report.claims if not c.action]
+    assert claim.verification is expected, claim.note
+    assert ("list_deployments-2-json", "$.scope.filter") in [
+        (b.tool_call_id, b.path) for b in claim.bindings] or service != "null"
