@@ -6,7 +6,9 @@ them, and readings of the whole lists a claim binds into that belie it.
 - a number word that counts the records the claim speaks of (`listed.tallied_words`);
 - a comparison between two values the claim gives (`comparisons`);
 - an identifier given as the only one, against the other records of its list
-  (`listed.exclusive_conflicts`).
+  (`listed.exclusive_conflicts`);
+- an identifier paired with a time that every record at that time gives to a peer
+  (`pairing`).
 
 Pure functions.
 """
@@ -21,6 +23,7 @@ from models.invocation import ToolInvocation
 from pipeline.rules.comparisons import compared
 from pipeline.rules.extremes import extreme_values
 from pipeline.rules.listed import claim_lists, exclusive_conflicts, tallied_words
+from pipeline.rules.pairing import pairing_conflicts
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,4 +49,5 @@ def derived(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]) -
         problem = (extreme.problem if extreme else None) or comparison.problem
         if problem is not None:
             belied[claim.claim_id] = problem
-    return Derived(allowed, {**belied, **exclusive_conflicts(outcome, lists)})
+    paired = pairing_conflicts(outcome, invocations)
+    return Derived(allowed, {**paired, **belied, **exclusive_conflicts(outcome, lists)})
