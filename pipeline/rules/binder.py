@@ -97,8 +97,8 @@ def bind(claim: str, invocations: Sequence[ToolInvocation], *, negative: bool = 
         chosen = _by_words(words, candidates)
     # a negative observation rests first on the queries that found nothing, through their
     # scope: they keep half the room, whatever else its words meet
-    empty = (_scope_bindings(claim, words, invocations, room=MAX_BINDINGS // 2) if negative
-             else [])
+    empty = (_scope_bindings(claim, words, invocations, room=MAX_BINDINGS // 2,
+                             alone=not chosen) if negative else [])
     return [_binding(c, facts) for c in chosen[:MAX_BINDINGS - len(empty)]] + empty
 
 
@@ -722,14 +722,17 @@ def _binding(candidate: _Candidate, facts: list[Fact]) -> EvidenceBinding:
 
 
 def _scope_bindings(claim: str, words: frozenset[str], invocations: Sequence[ToolInvocation],
-                    *, room: int) -> list[EvidenceBinding]:
+                    *, room: int, alone: bool = True) -> list[EvidenceBinding]:
     """A negative observation's bindings to queries that found nothing: the scope's service,
-    or the words of its filter, that the claim names."""
+    or the words of its filter, that the claim names. Of the queries of a service it names,
+    those of the kind it speaks of ("no alerts": the alert query, by its tool's or its file's
+    name), when any is; every one of them otherwise, when nothing else backs the claim
+    (`alone`)."""
     found: list[EvidenceBinding] = []
+    by_service: list[tuple[bool, EvidenceBinding]] = []
     lowered = claim.casefold()
+    stems = content_stems(claim)
     for invocation in invocations:
-        if len(found) >= room:
-            break
         if (invocation.status is not LifecycleStatus.READY or invocation.projection is None
                 or invocation.evidence_status is not EvidenceStatus.NO_EVIDENCE):
             continue
@@ -737,21 +740,25 @@ def _scope_bindings(claim: str, words: frozenset[str], invocations: Sequence[Too
         service = scope.service
         if service and _ANY_SERVICE.search(claim):
             continue  # "no deploy of any service": not a query of one service
+        named = _WORD_PARTS.sub(" ", f"{invocation.tool_name} {scope.filter or ''}")
         if service and service.casefold() in lowered:
-            found.append(EvidenceBinding(invocation_id=invocation.tool_call_id,
-                                         tool_name=invocation.tool_name,
-                                         path="$.scope.service", matched_text=service))
+            kind = bool(stems & (content_stems(named) - _GENERIC_STEMS - content_stems(service)))
+            by_service.append((kind, EvidenceBinding(
+                invocation_id=invocation.tool_call_id, tool_name=invocation.tool_name,
+                path="$.scope.service", matched_text=service)))
             continue
         shared = sorted(words & _content_words(scope.filter or ""), key=len, reverse=True) or [
-            s for s in sorted(content_stems(claim) & (content_stems(
-                _WORD_PARTS.sub(" ", scope.filter or "")) - _GENERIC_STEMS), key=len, reverse=True)
+            s for s in sorted(stems & (content_stems(_WORD_PARTS.sub(" ", scope.filter or ""))
+                                       - _GENERIC_STEMS), key=len, reverse=True)
             if s.casefold() in (scope.filter or "").casefold()]  # bound as the filter writes it
         if shared:
             found.append(EvidenceBinding(invocation_id=invocation.tool_call_id,
                                          tool_name=invocation.tool_name,
                                          path="$.scope.filter",
                                          matched_text=_as_written(scope.filter or "", shared[0])))
-    return found
+    of_kind = [b for kind, b in by_service if kind] or (
+        [b for _, b in by_service] if alone else [])
+    return (of_kind + found)[:room]
 
 
 _WORD_PARTS = re.compile(r"[-_.:/\\\"{}]+")
