@@ -45,7 +45,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.runtime import close_client, ratio, run_figures, throughput_bare  # noqa: E402
+from bench.runtime import (  # noqa: E402
+    close_client,
+    ratio,
+    run_figures,
+    throughput_bare,
+    throughput_of,
+)
 from bench.services import REDIS, Worker, log, scratch_database  # noqa: E402
 from bench.telemetry import span_sink  # noqa: E402
 
@@ -149,23 +155,7 @@ class Runs:
         return record.finished_at.timestamp() - start
 
     def throughput(self, kind: str, batch: int) -> float:
-        from sqlalchemy import create_engine, text
-
-        start = time.perf_counter()
-        run_ids = [self.submit(kind) for _ in range(batch)]
-        engine = create_engine(os.environ["VERITY_DATABASE_URL"])
-        finished = text("SELECT count(*) FROM diagnosis_run WHERE run_id = ANY(:ids) "
-                        "AND status IN ('SUCCESS', 'FALLBACK', 'FAILED', 'CANCELLED')")
-        deadline = time.monotonic() + 300
-        with engine.connect() as connection:
-            while connection.execute(finished, {"ids": run_ids}).scalar_one() < batch:
-                connection.rollback()
-                if time.monotonic() > deadline:
-                    raise SystemExit("runs did not finish in time")
-                time.sleep(0.02)
-        elapsed = time.perf_counter() - start
-        engine.dispose()
-        return batch / elapsed
+        return throughput_of(lambda: self.submit(kind), batch)
 
 
 def _measure(args: argparse.Namespace, worker: Worker) -> dict[str, Any]:

@@ -223,12 +223,17 @@ def throughput_bare(batch: int, canvas: Any, tool_calls: int) -> float:
 
 
 def _throughput_runs(client: Any, batch: int, *, data_source: str | None, query: str) -> float:
-    """Submit a batch, then watch it with one query every 20 ms (the canvas side waits on
-    Redis pub/sub; polling each run would load the two shared cores with our own reads)."""
+    return throughput_of(lambda: client.submit(query, data_source=data_source), batch)
+
+
+def throughput_of(submit: Any, batch: int) -> float:
+    """Runs a second: submit a batch (`submit()` returns a run id), then watch it with one query
+    every 20 ms (the canvas side waits on Redis pub/sub; polling each run would load the two
+    shared cores with our own reads)."""
     from sqlalchemy import create_engine, text
 
     start = time.perf_counter()
-    run_ids = [client.submit(query, data_source=data_source) for _ in range(batch)]
+    run_ids = [submit() for _ in range(batch)]
     engine = create_engine(os.environ["VERITY_DATABASE_URL"])
     finished = text(
         "SELECT count(*) FROM diagnosis_run WHERE run_id = ANY(:ids) "

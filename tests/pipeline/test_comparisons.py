@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.checks import Credulous
 from models.verifier import Verification
-from pipeline.agents.template_composer import TemplateComposer
-from pipeline.checks import check
-from pipeline.importers.files import parse_files
 from pipeline.rules.comparisons import compared
+from tests.imported import judged
 
 
 @pytest.mark.parametrize(("text", "held"), [
@@ -51,9 +48,6 @@ def test_comparisons__what_compares_no_two_values_is_left_alone(text: str) -> No
 ])
 def test_comparisons__an_imported_answer_is_held_to_its_values(
         limit: str, expected: Verification) -> None:
-    answer = f"The memory limit of {limit} is below the 690 MiB working set.\n"
-    evidence = f"memory limit {limit}\nworking set 690 MiB"
-    report = check(parse_files(("answer.md", answer), [("describe.txt", evidence)]),
-                   verifier=Credulous(), composer=TemplateComposer()).report
-    (claim,) = [c for c in report.claims if not c.action]
+    claim = judged(f"The memory limit of {limit} is below the 690 MiB working set.\n",
+                   ("describe.txt", f"memory limit {limit}\nworking set 690 MiB"))
     assert claim.verification is expected, claim.note

@@ -7,12 +7,9 @@ import json
 
 import pytest
 
-from bench.checks import Credulous
 from models.verifier import Verification
-from pipeline.agents.template_composer import TemplateComposer
-from pipeline.checks import check
-from pipeline.importers.files import parse_files
 from pipeline.rules.extremes import extremes
+from tests.imported import judged
 
 LINES = [
     "00:01:02 GET /v2/servers/detail status: 200 time: 0.2713401",
@@ -62,8 +59,6 @@ def test_extremes__what_it_cannot_place_is_left_alone(text: str) -> None:
 ])
 def test_extremes__an_imported_answer_is_held_to_every_line_of_its_log(
         claimed: str, expected: Verification) -> None:
-    answer = f"The slowest request to /v2/servers/detail took {claimed} s.\n"
-    report = check(parse_files(("answer.md", answer), [("api.log", "\n".join(LINES))]),
-                   verifier=Credulous(), composer=TemplateComposer()).report
-    (claim,) = [c for c in report.claims if not c.action]
+    claim = judged(f"The slowest request to /v2/servers/detail took {claimed} s.\n",
+                   ("api.log", "\n".join(LINES)))
     assert claim.verification is expected, claim.note

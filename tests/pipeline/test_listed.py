@@ -7,13 +7,10 @@ import json
 
 import pytest
 
-from bench.checks import Credulous
 from models.verifier import Verification
-from pipeline.agents.template_composer import TemplateComposer
-from pipeline.checks import check
-from pipeline.importers.files import parse_files
 from pipeline.rules.facts import Fact, extract_facts
 from pipeline.rules.listed import Listed, claims_only, exclusivity_problem, tallied_words
+from tests.imported import judged
 
 HITS = [
     {"level": "ERROR", "message": "GET /api/search failed: internal error",
@@ -84,10 +81,8 @@ def test_exclusive__a_pod_given_by_its_last_part_has_the_records_family() -> Non
 ])
 def test_exclusive__an_imported_answer_is_held_to_every_line_of_its_log(
         lines: list[str], expected: Verification) -> None:
-    answer = "The failures come from search-api-cda7299da-2twzm only.\n"
-    report = check(parse_files(("answer.md", answer), [("search_logs.log", "\n".join(lines))]),
-                   verifier=Credulous(), composer=TemplateComposer()).report
-    (claim,) = [c for c in report.claims if not c.action]
+    claim = judged("The failures come from search-api-cda7299da-2twzm only.\n",
+                   ("search_logs.log", "\n".join(lines)))
     assert claim.verification is expected, claim.note
 
 
@@ -120,8 +115,6 @@ def test_tallies__a_number_word_is_said_by_as_many_records_it_speaks_of(
 ])
 def test_tallies__an_imported_answer_counts_the_lines_of_its_log(
         count: str, expected: Verification) -> None:
-    answer = f"RMContainerAllocator logged the reduce slow-start threshold not met {count}.\n"
-    report = check(parse_files(("answer.md", answer), [("am.log", "\n".join(LOG))]),
-                   verifier=Credulous(), composer=TemplateComposer()).report
-    (claim,) = [c for c in report.claims if not c.action]
+    claim = judged("RMContainerAllocator logged the reduce slow-start threshold not met "
+                   f"{count}.\n", ("am.log", "\n".join(LOG)))
     assert claim.verification is expected, claim.note

@@ -6,13 +6,10 @@ import json
 
 import pytest
 
-from bench.checks import Credulous
 from models.verifier import Verification
-from pipeline.agents.template_composer import TemplateComposer
-from pipeline.checks import check
-from pipeline.importers.files import parse_files
 from pipeline.rules.facts import extract_facts
 from pipeline.rules.pairing import Record, pairing_problem
+from tests.imported import judged
 
 LINES = [
     "2026-11-30T08:41:46Z Warning OOMKilled pod/inventory-service-dce91a01f-6g9wr exit 137",
@@ -53,8 +50,6 @@ def test_pairing__what_pairs_rightly_or_not_at_all_is_left_alone(text: str) -> N
 ])
 def test_pairing__an_imported_answer_is_held_to_the_records_at_its_time(
         pod: str, expected: Verification) -> None:
-    answer = f"The first OOMKill hit {pod} at 08:41:46.\n"
-    report = check(parse_files(("answer.md", answer), [("events.log", "\n".join(LINES[:2]))]),
-                   verifier=Credulous(), composer=TemplateComposer()).report
-    (claim,) = [c for c in report.claims if not c.action]
+    claim = judged(f"The first OOMKill hit {pod} at 08:41:46.\n",
+                   ("events.log", "\n".join(LINES[:2])))
     assert claim.verification is expected, claim.note
