@@ -33,7 +33,7 @@ from pipeline.model import ModelReply
 from pipeline.prompts import Prompt
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, extract_facts
 from pipeline.rules.guards import evidence_facts, scope_problem
-from pipeline.rules.intervals import interval_durations, window_bounds
+from pipeline.rules.intervals import worked_out
 from pipeline.rules.verdict import rule_verdict
 
 MODEL_NAME = "offline-lexical-verifier-1"
@@ -122,12 +122,9 @@ def classify(
     refs = [e.evidence_id for e in evidence]
     known = evidence_facts(evidence, memo=memo)
     facts = extract_facts(claim.text, single_digits=True)  # "slot 9" against "slot 8" too
-    # "within 30 seconds" of two times it binds to: a reading of them, not a value to find
-    said = [e.matched_text for e in evidence]
-    worked_out = interval_durations(claim.text, said)
-    # "between 13:59 and 14:03": a window its evidence lies in; a bound it states stays
-    worked_out += [f for f in window_bounds(claim.text, said) if not known.supports(f)]
-    facts = [f for f in facts if f not in worked_out]
+    # "within 30 seconds", "between 13:59 and 14:03": readings of its times, not values to find
+    readings = worked_out(claim.text, [e.matched_text for e in evidence], known)
+    facts = [f for f in facts if f not in readings]
     conflicting = [f for f in facts if known.conflicts(f)]
     invented = [f for f in facts if f.kind in KEY_KINDS and not known.supports(f)]
     missing = [f for f in facts if not known.supports(f)]

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from models.gatekeeper import GatekeeperOutcome
 from models.invocation import ToolInvocation
 from pipeline.rules.comparisons import compared
-from pipeline.rules.extremes import extreme_values
-from pipeline.rules.listed import claim_lists, exclusive_conflicts, tallied_words
+from pipeline.rules.extremes import extreme_values, names_an_extreme
+from pipeline.rules.listed import claim_lists, exclusive_conflicts, needs_lists, tallied_words
 from pipeline.rules.pairing import pairing_conflicts
 
 
@@ -36,7 +36,9 @@ class Derived:
 
 def derived(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]) -> Derived:
     """What the claims of `outcome` work out, read against the outputs of `invocations`."""
-    lists = claim_lists(outcome, invocations)
+    lists = claim_lists(outcome, invocations, {
+        c.claim_id for c in outcome.verified_output.claims
+        if names_an_extreme(c.text) or needs_lists(c.text)})
     superlatives = extreme_values(outcome, lists)
     allowed: dict[str, frozenset[str]] = {}
     belied: dict[str, str] = {}

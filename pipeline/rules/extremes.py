@@ -69,13 +69,18 @@ def extremes(text: str, bound: str, records: Sequence[str]) -> Extreme:
     return Extreme(frozenset(held), None)
 
 
+def names_an_extreme(text: str) -> bool:
+    """Whether `text` uses a superlative of a quantity (`SUPERLATIVES`)."""
+    return _WORD.search(text) is not None
+
+
 def extreme_values(outcome: GatekeeperOutcome, lists: Mapping[str, list[Listed]]
                    ) -> dict[str, Extreme]:
     """Per verified claim id that uses a superlative: what the lists it binds into
     (`listed.claim_lists`) say of it, the first list that belies it if any does."""
     found: dict[str, Extreme] = {}
     for claim in outcome.verified_output.claims:
-        if not _WORD.search(claim.text):
+        if not names_an_extreme(claim.text):
             continue
         held: set[str] = set()
         for listed in lists.get(claim.claim_id, []):

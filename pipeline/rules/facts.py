@@ -434,6 +434,12 @@ _COMPACT_TIME = re.compile(r"^(\d\d)(\d\d)(\d\d) (\d\d)(\d\d)(\d\d)$")
 _LAST_PART = re.compile(r"[-_]+[^-_]*$")
 
 
+def ends_with_part(whole: str, part: str) -> bool:
+    """Whether identifier key `whole` ends with `part` as its last `-` or `_` part: a pod named
+    by its suffix ("lfpm6") is `search-api-cda7299da-lfpm6`."""
+    return whole.endswith(("-" + part, "_" + part))
+
+
 def identifier_family(fact: Fact) -> tuple[str, str]:
     """A fact's sort and, for an identifier, its text before its last `-` or `_` part: the
     pods of one replica set (`checkout-service-bd1f30671-*`) are one family, request ids

@@ -17,7 +17,7 @@ from pipeline.rules.attributes import account_conflict, attribute_conflict
 from pipeline.rules.counts import listed_count_conflict
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, FactSet, extract_facts
 from pipeline.rules.gatekeeper import scope_text
-from pipeline.rules.intervals import interval_durations, window_bounds
+from pipeline.rules.intervals import worked_out
 from pipeline.rules.periods import period_problem
 from pipeline.rules.projection import listing_header
 from pipeline.rules.statements import grounding_problem, words_of
@@ -229,12 +229,9 @@ def _hold_to_evidence(
     # single digits too: "slot 9" against "slot 8" is a changed number
     facts = extract_facts(text, single_digits=True) if known is not None else []
     said = [item.matched_text for item in trusted]
-    # "30 seconds later": the interval between two times it binds to, not a stated value
-    worked_out = interval_durations(text, said) if facts else []
-    # "between 13:59 and 14:03": a window its evidence lies in, not two times it states
-    worked_out += [f for f in window_bounds(text, said) if known is not None
-                   and not known.supports(f)] if facts else []
-    facts = [f for f in facts if f not in worked_out]
+    # "30 seconds later", "between 13:59 and 14:03": readings of its times, not stated values
+    readings = worked_out(text, said, known) if facts and known is not None else []
+    facts = [f for f in facts if f not in readings]
     differing = [f for f in facts if known is not None and known.conflicts(f)]
     differing += severity_conflict(text, trusted) + alert_state_conflict(text, trusted)
     differing += attribute_conflict(text, said) + account_conflict(text, said)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from pipeline.rules.facts import Fact, FactKind, extract_facts
+from pipeline.rules.facts import Fact, FactKind, FactSet, extract_facts
 
 _CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?(?:[.,](\d+))?")
 """The time of day of a timestamp's key (`2026-11-30T14:03:12`, `dec-10T07:28:16`, `14:03`)."""
@@ -117,3 +117,13 @@ def _within(ms: int, opens: int, closes: int) -> bool:
     if opens <= closes:
         return opens <= ms <= closes
     return ms >= opens or ms <= closes
+
+
+def worked_out(text: str, evidence: Sequence[str], known: FactSet) -> list[Fact]:
+    """The facts of `text` that are readings of the times it binds to, not values its
+    evidence must state: the durations between them (`interval_durations`: "30 seconds
+    later") and the bounds of a window its evidence lies in that no evidence states
+    (`window_bounds`: "between 13:59 and 14:03"). The post-check and the offline Verifier
+    leave them out alike."""
+    return [*interval_durations(text, evidence),
+            *(f for f in window_bounds(text, evidence) if not known.supports(f))]

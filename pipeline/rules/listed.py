@@ -20,14 +20,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from models.gatekeeper import GatekeeperOutcome
 from models.invocation import ToolInvocation
 from pipeline.rules import lexicon
-from pipeline.rules.facts import Fact, FactKind, extract_facts, identifier_family
+from pipeline.rules.facts import (
+    Fact,
+    FactKind,
+    ends_with_part,
+    extract_facts,
+    identifier_family,
+)
 from pipeline.rules.jsonpath import PathError, resolve
 from pipeline.rules.statements import content_stems
 
@@ -80,7 +86,7 @@ def exclusivity_problem(text: str, only: Fact, records: Sequence[str]) -> str | 
              if i in spoken else [] for i, r in enumerate(records)]
 
     def names_it(fact: Fact) -> bool:
-        return fact.key == only.key or fact.key.endswith(("-" + only.key, "_" + only.key))
+        return fact.key == only.key or ends_with_part(fact.key, only.key)
 
     family = next((identifier_family(f) for listed in facts for f in listed if names_it(f)),
                   identifier_family(only))
@@ -137,10 +143,17 @@ class Listed:
     """Every record there is: the output is not truncated and states no larger total."""
 
 
-def claim_lists(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation]
-                ) -> dict[str, list[Listed]]:
-    """Per verified claim id: the lists of records its bindings stand in (`$.hits[6].pod`:
-    `$.hits`, each record as JSON text; a text output's `$.lines`), each once."""
+def needs_lists(text: str) -> bool:
+    """Whether a claim says something the lists it binds into judge: a number word that may
+    count records, or an identifier given as the only one."""
+    return _TALLY.search(text) is not None or bool(claims_only(text))
+
+
+def claim_lists(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation],
+                claim_ids: Collection[str]) -> dict[str, list[Listed]]:
+    """Per verified claim id of `claim_ids`: the lists of records its bindings stand in
+    (`$.hits[6].pod`: `$.hits`, each record as JSON text; a text output's `$.lines`), each
+    once. Only those claims: reading a list serialises every record of it."""
     outputs = {i.tool_call_id: i for i in invocations}
     documents: dict[str, Any] = {}
     lists: dict[str, list[Listed]] = {}
@@ -148,7 +161,8 @@ def claim_lists(outcome: GatekeeperOutcome, invocations: Sequence[ToolInvocation
     for item in outcome.verified_evidence:
         at = list(_INDEX.finditer(item.path))
         call = outputs.get(item.invocation_id)
-        if not at or call is None or call.projection is None:
+        if (item.claim_id not in claim_ids or not at or call is None
+                or call.projection is None):
             continue
         listed = item.path[:at[-1].start()]
         if (item.claim_id, item.invocation_id, listed) in seen:
@@ -181,12 +195,16 @@ def exclusive_conflicts(outcome: GatekeeperOutcome, lists: Mapping[str, list[Lis
     return conflicts
 
 
+def record_text(record: Any) -> str:
+    """A record of a list as its rules read it: a line as it is, anything else as JSON."""
+    if isinstance(record, str):
+        return record
+    return json.dumps(record, ensure_ascii=False, sort_keys=True)
+
+
 def _records(document: Any, path: str) -> list[str]:
     try:
         listed = resolve(document, path)
     except PathError:
         return []
-    if not isinstance(listed, list):
-        return []
-    return [r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, sort_keys=True)
-            for r in listed]
+    return [record_text(r) for r in listed] if isinstance(listed, list) else []

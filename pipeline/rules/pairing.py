@@ -14,14 +14,20 @@ Pure functions; the gatekeep node reads the records (`run_records`).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from models.gatekeeper import GatekeeperOutcome
 from models.invocation import ToolInvocation
-from pipeline.rules.facts import Fact, FactKind, extract_facts, identifier_family
+from pipeline.rules.facts import (
+    Fact,
+    FactKind,
+    ends_with_part,
+    extract_facts,
+    identifier_family,
+)
+from pipeline.rules.listed import record_text
 
 _SECONDS = re.compile(r"(?<![\d:])([01]\d|2[0-3]):[0-5]\d:[0-5]\d(?![\d:])")
 """A time of day to the second, as a claim and a record write it (`08:41:46`,
@@ -91,8 +97,7 @@ def _whole(fact: Fact, records: Sequence[Record]) -> Fact:
     `inventory-service-dce91a01f-q964j`)."""
     if re.search(r"[-_]", fact.key):
         return fact
-    ends = {f.key: f for r in records for f in r.names
-            if f.key != fact.key and f.key.endswith(("-" + fact.key, "_" + fact.key))}
+    ends = {f.key: f for r in records for f in r.names if ends_with_part(f.key, fact.key)}
     return next(iter(ends.values())) if len(ends) == 1 else fact
 
 
@@ -111,10 +116,8 @@ def _names(record: Record, fact: Fact) -> bool:
 def _items(value: object, depth: int) -> Iterator[str]:
     if isinstance(value, list):
         for item in value:
-            if isinstance(item, str):
-                yield item
-            elif isinstance(item, dict):
-                yield json.dumps(item, ensure_ascii=False, sort_keys=True)
+            if isinstance(item, (str, dict)):
+                yield record_text(item)
             if depth < _DEPTH and isinstance(item, (dict, list)):
                 yield from _items(item, depth + 1)
     elif isinstance(value, dict) and depth < _DEPTH:
