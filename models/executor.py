@@ -22,6 +22,12 @@ class ClaimKind(StrEnum):
     NEGATIVE_OBSERVATION = "NEGATIVE_OBSERVATION"
 
 
+CONCLUSIONS = frozenset(
+    {ClaimKind.ROOT_CAUSE, ClaimKind.CONTRIBUTING_FACTOR, ClaimKind.CORRELATION}
+)
+"""The kinds that conclude (a cause, a factor, a link) rather than observe."""
+
+
 class ClaimStatus(StrEnum):
     """Whether the Executor asserts the claim or only proposes it."""
 

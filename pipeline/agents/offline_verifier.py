@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models.executor import ClaimKind, ClaimStatus
+from models.executor import CONCLUSIONS, ClaimKind, ClaimStatus
 from models.gatekeeper import VerifiedClaim, VerifiedEvidence
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
 from pipeline.model import ModelReply
@@ -37,9 +37,6 @@ from pipeline.rules.intervals import worked_out
 from pipeline.rules.verdict import rule_verdict
 
 MODEL_NAME = "offline-lexical-verifier-1"
-_CONCLUSION_KINDS = frozenset(
-    {ClaimKind.ROOT_CAUSE, ClaimKind.CONTRIBUTING_FACTOR, ClaimKind.CORRELATION}
-)
 _SIGNAL_KINDS = frozenset({ClaimKind.FINDING, ClaimKind.CORRELATION})
 _CAUSAL = re.compile(
     r"\b(caus\w*|because|due to|led to|leads? to|result\w* in|trigger\w*|responsible)\b", re.I
@@ -262,7 +259,7 @@ def _mechanism_gap(claim: VerifiedClaim, link: MechanismLink) -> EvidenceGap:
 
 
 def _is_conclusion(claim: VerifiedClaim) -> bool:
-    return claim.kind in _CONCLUSION_KINDS or _CAUSAL.search(claim.text) is not None
+    return claim.kind in CONCLUSIONS or _CAUSAL.search(claim.text) is not None
 
 
 def _word_overlap(text: str, evidence: Sequence[str]) -> float:

@@ -16,7 +16,7 @@ from models.composer import (
     RunbookStep,
     WithheldAction,
 )
-from models.executor import ClaimKind, ClaimStatus, ExecutorEvidenceV2
+from models.executor import CONCLUSIONS, ClaimKind, ClaimStatus, ExecutorEvidenceV2
 from models.gatekeeper import VerifiedClaim
 from models.verifier import ClaimCheck, EvidenceGap, Verification
 from pipeline.rules import lexicon
@@ -27,9 +27,6 @@ from pipeline.rules.statements import check_reply, gap_problem, grounding_proble
 from pipeline.rules.text import normalize
 from pipeline.rules.untrusted import instruction_like
 
-_CONCLUSIONS = frozenset(
-    {ClaimKind.ROOT_CAUSE, ClaimKind.CONTRIBUTING_FACTOR, ClaimKind.CORRELATION}
-)
 RATIONALE_WITHHELD = "The Verifier's rationale referred to withheld claims and is not shown."
 
 
@@ -89,7 +86,7 @@ def build_composition(
             hypotheses.append(AllowedHypothesis(text=claim.text, claim_ids=[claim.claim_id]))
         else:
             withheld.append(claim.text)
-            if claim.claim_id in unsaid and claim.kind in _CONCLUSIONS:
+            if claim.claim_id in unsaid and claim.kind in CONCLUSIONS:
                 beyond = True
     # claims that failed the Gatekeeper are withheld too: Executor text repeating them is not
     # screened by any check and must not reach the Composer through gaps, hypotheses or actions
@@ -239,7 +236,7 @@ def _is_allowed(claim: VerifiedClaim, kind: Verification, verdict: Verdict) -> b
     if kind not in STATED or claim.status is ClaimStatus.HYPOTHESIS:
         return False
     if verdict is Verdict.REJECT:
-        return kind is Verification.DIRECT_OBSERVATION and claim.kind not in _CONCLUSIONS
+        return kind is Verification.DIRECT_OBSERVATION and claim.kind not in CONCLUSIONS
     return True
 
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from models.executor import ClaimKind
+from models.executor import CONCLUSIONS, ClaimKind
 from models.gatekeeper import GatekeeperOutcome, VerifiedEvidence
 from models.invocation import EvidenceStatus, QueryScope, ToolInvocation
 from models.verifier import ClaimCheck, EvidenceGap, Verification, VerifierInput, VerifierOutput
@@ -18,6 +18,7 @@ from pipeline.rules.counts import listed_count_conflict
 from pipeline.rules.facts import KEY_KINDS, Fact, FactKind, FactMemo, FactSet, extract_facts
 from pipeline.rules.gatekeeper import scope_text
 from pipeline.rules.intervals import worked_out
+from pipeline.rules.opposites import outcome_conflict, setting_conflict
 from pipeline.rules.periods import period_problem
 from pipeline.rules.projection import listing_header
 from pipeline.rules.statements import grounding_problem, words_of
@@ -156,11 +157,13 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
     own verified evidence (`FactSet.conflicts`): one that differs from every such value makes
     the claim contradicted, whatever the model said, as does another record of a list it binds
     into that belies it (`belied`: an identifier given as the only one, a value as the
-    slowest). Otherwise a
-    direct_observation whose facts are not all in its evidence is downgraded (unsupported
-    without evidence, overstated with facts missing), and one worded from outputs of the run
-    it does not bind to (`elsewhere`, `unsaid_words`) is a reasonable inference at most. Each
-    change is a recorded downgrade.
+    slowest). A conclusion worded beyond every output of its tool calls (`unsaid`,
+    `unsaid_words`) fabricates a conclusion: contradicted when given as observed, overstated
+    when given as inferred. Otherwise a direct_observation whose facts are not all in its
+    evidence is downgraded (unsupported without evidence, overstated with facts missing), and
+    an observation worded beyond its outputs (`unsaid`) or from outputs of the run it does not
+    bind to (`elsewhere`) is a reasonable inference at most. Each change is a recorded
+    downgrade.
     """
     claims = verifier_input.verified_executor_output.claims
     evidence_by_claim: dict[str, list[VerifiedEvidence]] = {c.claim_id: [] for c in claims}
@@ -190,7 +193,8 @@ def post_check(output: VerifierOutput, verifier_input: VerifierInput, *,
                                          memo=memo, unsaid=(unsaid or {}).get(claim.claim_id),
                                          elsewhere=(elsewhere or {}).get(claim.claim_id),
                                          belied=(belied or {}).get(claim.claim_id),
-                                         negative=claim.kind is ClaimKind.NEGATIVE_OBSERVATION)
+                                         negative=claim.kind is ClaimKind.NEGATIVE_OBSERVATION,
+                                         conclusion=claim.kind in CONCLUSIONS)
         downgrades.extend(notes)
         checks.append(check)
     gaps = [
@@ -212,6 +216,7 @@ def _hold_to_evidence(
     check: ClaimCheck, text: str, evidence: list[VerifiedEvidence], *,
     known_refs: frozenset[str], memo: FactMemo, negative: bool = False,
     unsaid: str | None = None, elsewhere: str | None = None, belied: str | None = None,
+    conclusion: bool = False,
 ) -> tuple[ClaimCheck, list[str]]:
     notes: list[str] = []
     refs = [ref for ref in check.evidence_refs if ref in known_refs]
@@ -237,6 +242,7 @@ def _hold_to_evidence(
     differing += attribute_conflict(text, said) + account_conflict(text, said)
     differing += timed_conflict(text, said) + shift_conflict(text, trusted)
     differing += listed_count_conflict(text, said)
+    differing += outcome_conflict(text, said) + setting_conflict(text, said)
     planted = _planted(facts, known, [item for item in evidence if item.untrusted], memo=memo)
     if (differing or belied) and verification is not Verification.CONTRADICTED:
         verification = Verification.CONTRADICTED
@@ -255,14 +261,14 @@ def _hold_to_evidence(
         listed = ", ".join(f"{f.text} ({f.sort})" for f in fabricated)
         notes.append(f"{check.claim_id}: {check.verification.value} -> contradicted "
                      f"(fabricated: absent from its verified evidence: {listed})")
-    elif unsaid is not None and verification in STATED:
-        # an observation is what its tool output says: fabricated otherwise. An inference
-        # worded beyond every output it binds to ("a memory leak in the product cache" from an
-        # OOMKilled event) may be right, but nothing Verity holds says so: not confirmed, and
-        # its words are not shown (`composer_input`)
+    elif unsaid is not None and conclusion and verification in STATED:
+        # a conclusion worded beyond every output it binds to ("a memory leak in the product
+        # cache" from an OOMKilled event) may be right, but nothing Verity holds says so: given
+        # as observed it fabricates a conclusion (the spec's REJECT), given as inferred it is
+        # not confirmed; its words are not shown (`composer_input`)
         direct = verification is Verification.DIRECT_OBSERVATION
         verification = Verification.CONTRADICTED if direct else Verification.OVERSTATED
-        why = "fabricated" if direct else "worded beyond its tool outputs"
+        why = "a fabricated conclusion" if direct else "worded beyond its tool outputs"
         notes.append(f"{check.claim_id}: {check.verification.value} -> {verification.value} "
                      f"({why}: no output of its tool calls {unsaid.removeprefix('says ')})")
     elif verification in _JUDGED and verification is not Verification.OVERSTATED:
@@ -282,16 +288,29 @@ def _hold_to_evidence(
                          f"({wider})")
         else:
             verification = _as_read(check.claim_id, verification, text, trusted, notes,
-                                    elsewhere=elsewhere)
+                                    elsewhere=elsewhere, unsaid=unsaid)
     return _updated(check, refs, verification), notes
 
 
 def _as_read(claim_id: str, verification: Verification, text: str,
              evidence: Sequence[VerifiedEvidence], notes: list[str], *,
-             elsewhere: str | None) -> Verification:
-    """An observation worded from outputs of the run it does not bind to (`elsewhere`), or
-    linking things none of its evidence links (`_as_link`): a reasonable inference."""
-    if elsewhere is None or verification is not Verification.DIRECT_OBSERVATION:
+             elsewhere: str | None, unsaid: str | None = None) -> Verification:
+    """An observation worded beyond every output of its tool calls (`unsaid`), or from outputs
+    of the run it does not bind to (`elsewhere`), or linking things none of its evidence links
+    (`_as_link`): a reasonable inference.
+
+    An observation worded beyond its outputs ("checkout-service is struggling: 1432 errors")
+    has its facts there (a fact absent or differing is judged before) but not its words: Verity
+    cannot say it saw it. Its words are not shown (`composer_input`), and when it is critical
+    the run cannot pass (`verdict.effective_verdict`)."""
+    if verification is not Verification.DIRECT_OBSERVATION:
+        return verification
+    if unsaid is not None:
+        notes.append(f"{claim_id}: direct_observation -> reasonable_inference (its facts are in "
+                     "its evidence, but no output of its tool calls says "
+                     f"{unsaid.removeprefix('says what it does not cite: ')})")
+        return Verification.REASONABLE_INFERENCE
+    if elsewhere is None:
         return _as_link(claim_id, verification, text, evidence, notes)
     notes.append(f"{claim_id}: direct_observation -> reasonable_inference (worded from other "
                  "outputs of the run than those it binds to: they do not say "
@@ -317,7 +336,8 @@ _SEVERITY_STATED = re.compile(
 _SEVERITY_CLAIMED = re.compile(
     rf"\(({_SEVERITIES})\)|\bseverity\W{{1,4}}({_SEVERITIES})\b"
     rf"|(?:^|[|;])\s*({_SEVERITIES})\s*(?=[|;]|$)"  # a table's cell
-    rf"|\b(?:a|an|its|the)\s+({_SEVERITIES})\b(?=\s*(?:alert\b|,|\)))", re.IGNORECASE)
+    rf"|\b(?:a|an|its|the)\s+({_SEVERITIES})\b(?=\s*(?:alert\b|,|\)))"
+    rf"|\b({_SEVERITIES})[-\s]level\s+alert\b", re.IGNORECASE)  # "a warning-level alert"
 
 
 def _said(pattern: re.Pattern[str], text: str, aliases: Mapping[str, str]) -> set[str]:

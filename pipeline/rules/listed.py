@@ -37,14 +37,19 @@ from pipeline.rules.facts import (
 from pipeline.rules.jsonpath import PathError, resolve
 from pipeline.rules.statements import content_stems
 
-_NOUN = (r"(?:(?:the|one|a\s+single)\s+)?(?:(?:pod|host|node|container|instance|thread|server"
-         r"|machine|replica|process|worker|client|address|user|account)s?\s+)?[`'\"(]?")
+_SOURCES = (r"pod|host|node|container|instance|thread|server|machine|replica|process|worker"
+            r"|client|address|user|account|tenant|project|source")
+_NOUN = rf"(?:(?:the|one|a\s+single)\s+)?(?:(?:{_SOURCES})s?\s*[,:]?\s+)?[`'\"(]?"
 _ONLY_BEFORE = re.compile(
     r"\b(?:only|solely|exclusively)\s+(?:(?:on|from|in|by|at|to)\s+)?" + _NOUN + r"$",
     re.IGNORECASE)
 """Exclusivity just before the identifier: "only from pod X", "solely on X"."""
 _ONLY_AFTER = re.compile(r"^[`'\")]*\s*(?:only|alone|exclusively)\b", re.IGNORECASE)
 """Just after it: "from X only", "X alone"."""
+_SINGLE = re.compile(
+    rf"\b(?:a\s+single|just\s+one|one\s+single)\s+(?:{_SOURCES})\s*[,:]?\s+[`'\"(]?$",
+    re.IGNORECASE)
+"""One source given as the only one: "the errors come from a single pod, X"."""
 _ALL_FROM = re.compile(
     r"\b(?:all|every|each)\b[^.;:(),]*\b(?:from|on|by)\s+" + _NOUN + r"$", re.IGNORECASE)
 """A whole set given one source: "all 49 lines came from pod X", "every failure on X"."""
@@ -68,7 +73,7 @@ def claims_only(text: str) -> list[Fact]:
             continue
         before, after = text[:at], text[at + len(fact.text):]
         if (_ONLY_BEFORE.search(before) or _ONLY_AFTER.search(after)
-                or _ALL_FROM.search(before)):
+                or _ALL_FROM.search(before) or _SINGLE.search(before)):
             named.append(fact)
     return named
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from models.common import Verdict
 from models.gatekeeper import VerifiedClaim
@@ -55,8 +55,13 @@ def effective_verdict(
     checks: Sequence[ClaimCheck],
     ceiling: Verdict,
     groundedness_score: float,
+    worded_beyond: Collection[str] = (),
 ) -> Verdict:
-    """Start from the model verdict; apply the spec's rules; never exceed the ceiling."""
+    """Start from the model verdict; apply the spec's rules; never exceed the ceiling. A
+    critical claim worded beyond every output of its tool calls (`worded_beyond`, claim ids:
+    `guards.unsaid_words`) is not shown, so a run that rests on it cannot pass."""
+    if any(c.critical and c.claim_id in worded_beyond for c in claims):
+        ceiling = min(ceiling, Verdict.LOW_CONFID, key=lambda v: v.rank)
     verdict = min(
         (model_verdict, rule_verdict(claims, checks), ceiling), key=lambda v: v.rank
     )

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from models.check import CheckReport
+from models.common import Verdict
 from models.verifier import Verification
 from pipeline.agents.offline_verifier import OfflineVerifier
 from pipeline.agents.template_composer import TemplateComposer
@@ -449,11 +450,16 @@ ALERTS = json.dumps({"alerts": [{
     ("PaymentGatewayLatencyHigh, a warning, has been firing since 13:17 UTC.",
      Verification.CONTRADICTED),
     ("PaymentGatewayLatencyHigh | warning | firing | 13:17", Verification.CONTRADICTED),
+    ("PaymentGatewayLatencyHigh has been firing since 13:17 UTC as a warning-level alert.",
+     Verification.CONTRADICTED),
     ("The PaymentGatewayLatencyHigh alert (critical) has been firing since 13:17 UTC.",
      Verification.DIRECT_OBSERVATION),
     # a warning that is no alert's severity is not compared with one
     ("PaymentGatewayLatencyHigh has been firing since 13:17 UTC and warning lines followed.",
      Verification.DIRECT_OBSERVATION),
+    # (its logs in no output: worded beyond them, an inference, but no severity of an alert)
+    ("PaymentGatewayLatencyHigh has been firing since 13:17 UTC; warning-level logs followed.",
+     Verification.REASONABLE_INFERENCE),
 ])
 def test_wording__an_alerts_severity_is_held_to_the_one_its_evidence_states(
         answer: str, expected: Verification) -> None:
@@ -1101,15 +1107,20 @@ GATEWAY_LOG = "\n".join([
 
 def test_wording__a_word_of_another_output_makes_a_reading_across_outputs_an_inference() -> None:
     """"acquirer" is in the deploy's description, not in the log lines the claim binds to: the
-    claim reads across the run's outputs, an inference; a word no output uses ("firewall")
-    keeps the claim from being observed or inferred."""
-    report = _checked("- At 13:20:01 the acquirer response to payment-gateway was slow (2900 ms).\n"
-                      "- At 13:20:05 a firewall slowed payment-gateway to 3100 ms.\n",
-                      ("deploys.json", DEPLOYS), ("gateway.log", GATEWAY_LOG))
+    claim reads across the run's outputs, an inference. A word no output uses ("firewall")
+    keeps the claim from being observed: its facts are there, not its words, and the words
+    are in no summary; as a root cause it is a conclusion nobody's output states."""
+    answer = ("- At 13:20:01 the acquirer response to payment-gateway was slow (2900 ms).\n"
+              "- At 13:20:05 a firewall slowed payment-gateway to 3100 ms.\n")
+    report = _checked(answer, ("deploys.json", DEPLOYS), ("gateway.log", GATEWAY_LOG))
     assert report.claims[0].verification is Verification.REASONABLE_INFERENCE, \
         report.claims[0].note
-    assert report.claims[1].verification not in (Verification.DIRECT_OBSERVATION,
-                                                 Verification.REASONABLE_INFERENCE)
+    assert report.claims[1].verification is Verification.REASONABLE_INFERENCE
+    assert "'firewall'" in (report.claims[1].note or "")
+    assert "firewall" not in report.summary and report.verdict is not Verdict.PASS
+    cause = _checked("Root cause: a firewall slowed payment-gateway to 3100 ms at 13:20:05.\n",
+                     ("gateway.log", GATEWAY_LOG))
+    assert cause.claims[0].verification is Verification.CONTRADICTED, cause.claims[0].note
 
 
 @pytest.mark.parametrize("text", [

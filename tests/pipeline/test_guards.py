@@ -46,13 +46,15 @@ from pipeline.rules.verifier_input import build_verifier_input
 POOL_CLAIM = "payment-db connection pool exhausted (max 20)"
 
 
-def verifier_input(claims: list[tuple[str, str]], items: list[tuple[str, str]]) -> VerifierInput:
-    """A verifier input with these (claim id, text) claims and (claim id, matched text) items."""
+def verifier_input(claims: list[tuple[str, str]], items: list[tuple[str, str]], *,
+                   kind: ClaimKind = ClaimKind.FINDING) -> VerifierInput:
+    """A verifier input with these (claim id, text) claims of `kind` and (claim id, matched
+    text) items."""
     outcome = GatekeeperOutcome(
         result=GatekeeperResult(status="pass", severity=Severity.PASS, rules=[],
                                 failed_rules=[], checked_bindings=[]),
         verified_output=VerifiedExecutorOutput(
-            claims=[verified_claim(cid, text) for cid, text in claims]),
+            claims=[verified_claim(cid, text, kind=kind) for cid, text in claims]),
         verified_evidence=[evidence(cid, text, evidence_id=f"E{i + 1}")
                            for i, (cid, text) in enumerate(items)],
     )
@@ -316,19 +318,40 @@ def test_unsaid__a_claim_is_read_against_the_whole_outputs_it_binds_to() -> None
     assert "leaked" in wording.unsaid["c2"] and "cache" in wording.unsaid["c2"]
 
 
-@pytest.mark.parametrize(("given", "expected"), [
-    (Verification.DIRECT_OBSERVATION, Verification.CONTRADICTED),
-    (Verification.REASONABLE_INFERENCE, Verification.OVERSTATED),
-    (Verification.OVERSTATED, Verification.OVERSTATED),
-    (Verification.UNSUPPORTED, Verification.UNSUPPORTED),
+@pytest.mark.parametrize(("kind", "given", "expected"), [
+    # a conclusion no output states is a fabricated one when given as observed
+    (ClaimKind.ROOT_CAUSE, Verification.DIRECT_OBSERVATION, Verification.CONTRADICTED),
+    (ClaimKind.ROOT_CAUSE, Verification.REASONABLE_INFERENCE, Verification.OVERSTATED),
+    (ClaimKind.CORRELATION, Verification.DIRECT_OBSERVATION, Verification.CONTRADICTED),
+    (ClaimKind.ROOT_CAUSE, Verification.OVERSTATED, Verification.OVERSTATED),
+    (ClaimKind.ROOT_CAUSE, Verification.UNSUPPORTED, Verification.UNSUPPORTED),
+    # an observation whose facts its outputs state, in words they do not: not seen, inferred
+    (ClaimKind.FINDING, Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE),
+    (ClaimKind.FINDING, Verification.REASONABLE_INFERENCE, Verification.REASONABLE_INFERENCE),
+    (ClaimKind.NEGATIVE_OBSERVATION, Verification.DIRECT_OBSERVATION,
+     Verification.REASONABLE_INFERENCE),
+    (ClaimKind.FINDING, Verification.OVERSTATED, Verification.OVERSTATED),
+    (ClaimKind.FINDING, Verification.UNSUPPORTED, Verification.UNSUPPORTED),
 ])
 def test_unsaid__a_claim_with_unsaid_words_is_not_confirmed(
-        given: Verification, expected: Verification) -> None:
+        kind: ClaimKind, given: Verification, expected: Verification) -> None:
     vi = verifier_input([("c1", "payment-db connection pool exhausted")],
-                        [("c1", "payment-db connection pool exhausted")])
+                        [("c1", "payment-db connection pool exhausted")], kind=kind)
     checked = post_check(output(check("c1", given)), vi,
                          unsaid={"c1": "says what it does not cite: 'leak'"})
     assert checked.claim_checks[0].verification is expected
+    if expected is not given:
+        assert "'leak'" in checked.downgrades[0]
+
+
+def test_unsaid__an_observation_so_worded_keeps_its_missing_facts() -> None:
+    """Worded beyond its outputs and stating a fact they do not: overstated, as any claim
+    missing a fact, not an inference."""
+    vi = verifier_input([("c1", "payment-db connection pool exhausted (max 50)")],
+                        [("c1", "payment-db connection pool exhausted (max 20)")])
+    checked = post_check(output(check("c1", Verification.DIRECT_OBSERVATION)), vi,
+                         unsaid={"c1": "says what it does not cite: 'leak'"})
+    assert checked.claim_checks[0].verification is not Verification.REASONABLE_INFERENCE
 
 
 def test_unsaid__words_only_another_output_of_the_run_uses_are_a_reading_across_it() -> None:
@@ -408,7 +431,9 @@ def test_unsaid__a_word_no_output_uses_reaches_no_allowed_claim_nor_direction(
                                 ClaimCheck(claim_id="c2", verification=given_class)),
                          vi, unsaid=unsaid)
     c2 = {c.claim_id: c.verification for c in checked.claim_checks}["c2"]
-    assert c2 not in (Verification.DIRECT_OBSERVATION, Verification.REASONABLE_INFERENCE)
+    assert c2 is not Verification.DIRECT_OBSERVATION
+    if kind is not ClaimKind.FINDING:  # a conclusion no output states: not even inferred
+        assert c2 is not Verification.REASONABLE_INFERENCE
     ci = build_composition(
         query=QUERY, verdict=verdict, claims=outcome.verified_output.claims,
         checks=checked.claim_checks, gaps=[],

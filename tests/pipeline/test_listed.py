@@ -33,11 +33,20 @@ def _fact(text: str) -> Fact:
     ("All 49 coupon lines came from pod checkout-service-bd1f30671-r6mx2.",
      ["checkout-service-bd1f30671-r6mx2"]),
     ("The errors come solely from `search-api-cda7299da-2twzm`.", ["search-api-cda7299da-2twzm"]),
+    ("The errors come from a single pod, search-api-cda7299da-2twzm.",
+     ["search-api-cda7299da-2twzm"]),
+    ("All of the slow responses come from a single pod, `search-api-cda7299da-2twzm`.",
+     ["search-api-cda7299da-2twzm"]),
+    ("Every request was made by just one tenant: 54fadb412c4e40cdbaed9335e4c35a9e.",
+     ["54fadb412c4e40cdbaed9335e4c35a9e"]),
+    ("The errors come only from pod, search-api-cda7299da-2twzm.", ["search-api-cda7299da-2twzm"]),
     # no exclusivity, or one about something else
     ("The first error came from search-api-cda7299da-2twzm.", []),
     ("Responses took 4.0 to 4.6 s each (the slowest was 4565 ms, on "
      "payment-gateway-5c375aac1-kb8zw).", []),
     ("Only 3 of 200 requests failed on search-api-cda7299da-2twzm.", []),
+    ("One pod, search-api-cda7299da-2twzm, restarted.", []),
+    ("A single error came from search-api-cda7299da-2twzm.", []),
 ])
 def test_exclusive__the_identifier_given_as_the_only_one(text: str, named: list[str]) -> None:
     assert [f.text for f in claims_only(text)] == named

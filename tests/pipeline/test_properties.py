@@ -78,16 +78,22 @@ def claims_and_checks(draw: st.DrawFn) -> tuple[list[Any], list[ClaimCheck]]:
     material=claims_and_checks(),
     ceiling=st.sampled_from([Verdict.PASS, Verdict.LOW_CONFID]),
     groundedness=st.floats(0.0, 1.0),
+    beyond=st.sets(st.sampled_from([f"c{i}" for i in range(7)])),
 )
 def test_effective_verdict_never_exceeds_the_ceiling(
     model: Verdict,
     material: tuple[list[Any], list[ClaimCheck]],
     ceiling: Verdict,
     groundedness: float,
+    beyond: set[str],
 ) -> None:
+    """... nor lets a run pass whose critical claim is worded beyond its outputs (`beyond`:
+    its words are not shown)."""
     claims, checks = material
     verdict = effective_verdict(model, claims=claims, checks=checks, ceiling=ceiling,
-                                groundedness_score=groundedness)
+                                groundedness_score=groundedness, worded_beyond=beyond)
+    if any(c.critical and c.claim_id in beyond for c in claims):
+        assert verdict is not Verdict.PASS
     assert verdict.rank <= ceiling.rank
     assert verdict.rank <= model.rank
     assert verdict.rank <= rule_verdict(claims, checks).rank

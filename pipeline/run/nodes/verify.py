@@ -50,6 +50,7 @@ def verify_node(
     verdict = effective_verdict(
         output.verdict, claims=outcome.verified_output.claims, checks=checked.claim_checks,
         ceiling=state.verdict_ceiling, groundedness_score=output.groundedness_score,
+        worded_beyond=outcome.unsaid,
     )
     return state.model_copy(update={
         **base,
